@@ -1,0 +1,35 @@
+# The two commands of the README: `make run` (the service, on embedded PostgreSQL unless
+# DATABASE_URL is set) and `make test` (lint + the whole test suite). Both create the virtual
+# environment and install the pinned dependencies on first use.
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+HOST ?= 127.0.0.1
+PORT ?= 8000
+
+.PHONY: install run test lint bench clean
+
+$(STAMP): pyproject.toml agent/pyproject.toml constraints/constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
+		-c constraints/constraints.txt -e '.[dev]' -e ./agent
+	touch $(STAMP)
+
+install: $(STAMP)
+
+run: $(STAMP)
+	$(BIN)/fleet demo --host $(HOST) --port $(PORT)
+
+test: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+
+bench: $(STAMP)
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf $(VENV) .fleet

@@ -1,0 +1,174 @@
+"""Burn-in evidence (executions and their evaluations) and the policy-progress projection."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import F, Q
+
+from fleet.core.models import choices_check
+
+SOURCE_KEY_PATTERN = r"^[0-9a-f]{64}$"
+
+
+class ExecutionStatus(models.TextChoices):
+    RUNNING = "running", "RUNNING"
+    COMPLETED = "completed", "COMPLETED"
+    ERRORED = "errored", "ERRORED"
+
+
+FINISHED_STATUSES = frozenset({ExecutionStatus.COMPLETED, ExecutionStatus.ERRORED})
+
+
+class TestExecution(models.Model):
+    """One run of a test on a device (single-node) or a topology (multi-node), reported by the
+    agent under an id it chose, so reporting is idempotent. `updated_at` moves on every real
+    change and only then: evaluations are computed for one `updated_at`."""
+
+    __test__ = False  # not a pytest test class despite its name
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    site = models.ForeignKey("inventory.Site", on_delete=models.PROTECT, related_name="executions")
+    job = models.ForeignKey(
+        "jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="executions"
+    )
+    requirement = models.ForeignKey("policies.Requirement", on_delete=models.PROTECT, related_name="executions")
+    test = models.CharField(max_length=100)
+    device = models.ForeignKey(
+        "inventory.Device", on_delete=models.PROTECT, null=True, blank=True, related_name="executions"
+    )
+    topology = models.ForeignKey(
+        "inventory.Topology", on_delete=models.PROTECT, null=True, blank=True, related_name="executions"
+    )
+    status = models.CharField(max_length=16, choices=ExecutionStatus.choices)
+    parameters = models.JSONField(default=dict, blank=True)
+    metrics = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True, default="", help_text="Why an errored execution could not judge.")
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    reported_by = models.CharField(max_length=200, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        constraints = [
+            choices_check("status", ExecutionStatus, "burnin_execution_status_valid"),
+            models.CheckConstraint(
+                condition=Q(device__isnull=False, topology__isnull=True)
+                | Q(device__isnull=True, topology__isnull=False),
+                name="burnin_execution_device_xor_topology",
+            ),
+        ]
+        indexes = [
+            # "Latest execution of a target": newest first per (requirement, device|topology).
+            models.Index(
+                F("requirement"), F("device"), F("created_at").desc(), F("id").desc(),
+                condition=Q(device__isnull=False), name="burnin_exec_latest_device_idx",
+            ),
+            models.Index(
+                F("requirement"), F("topology"), F("created_at").desc(), F("id").desc(),
+                condition=Q(topology__isnull=False), name="burnin_exec_latest_topo_idx",
+            ),
+            # The pending-evaluation feed pages finished executions by (updated_at, id).
+            models.Index(fields=["site", "updated_at", "id"], name="burnin_exec_feed_idx"),
+            models.Index(fields=["job"], name="burnin_exec_job_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.test} {self.id} ({self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED_STATUSES
+
+    @property
+    def target_id(self):
+        return self.device_id or self.topology_id
+
+
+class EvaluationResult(models.Model):
+    """The materialised evaluation of one execution, for one `execution_updated_at` and one
+    threshold resolution (`evaluation_source_key`)."""
+
+    execution = models.OneToOneField(
+        TestExecution, on_delete=models.CASCADE, primary_key=True, related_name="evaluation"
+    )
+    passed = models.BooleanField()
+    reason = models.TextField(null=True, blank=True)
+    metric_evaluations = models.JSONField(default=dict, blank=True)
+    evaluation_source_key = models.CharField(max_length=64)
+    execution_updated_at = models.DateTimeField()
+    materialised_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-materialised_at"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(evaluation_source_key__regex=SOURCE_KEY_PATTERN),
+                name="burnin_evaluation_source_key_format",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{'pass' if self.passed else 'fail'} for {self.execution_id}"
+
+
+class Verdict(models.TextChoices):
+    PASSED = "passed", "PASSED"
+    FAILED = "failed", "FAILED"
+    ERRORED = "errored", "ERRORED"
+    NOT_RUN = "not_run", "NOT_RUN"
+    IN_PROGRESS = "in_progress", "IN_PROGRESS"
+
+
+class PolicyProgress(models.Model):
+    """The projection: one row per target (requirement × device, or requirement × topology for
+    rack acceptance) in a (site, satellite, resource class) scope. Written only by reconcile."""
+
+    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+")
+    satellite = models.ForeignKey("inventory.Satellite", on_delete=models.CASCADE, related_name="+")
+    resource_class = models.CharField(max_length=255)
+    requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+")
+    gate = models.CharField(max_length=64)
+    device = models.ForeignKey(
+        "inventory.Device", on_delete=models.CASCADE, null=True, blank=True, related_name="progress"
+    )
+    topology = models.ForeignKey(
+        "inventory.Topology", on_delete=models.CASCADE, null=True, blank=True, related_name="progress"
+    )
+    target_id = models.UUIDField(help_text="The device or topology id: one row per (requirement, target).")
+    verdict = models.CharField(max_length=16, choices=Verdict.choices)
+    execution = models.ForeignKey(
+        TestExecution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
+    )
+    evaluation_source_key = models.CharField(max_length=64, null=True, blank=True)
+    policy_version = models.PositiveIntegerField()
+    watermark = models.DateTimeField(
+        null=True, blank=True,
+        help_text="Freshness of the deciding evidence; a reconcile never replaces a newer watermark.",
+    )
+    reconciled_at = models.DateTimeField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["site", "satellite", "resource_class", "requirement", "target_id"]
+        verbose_name_plural = "policy progress"
+        constraints = [
+            models.UniqueConstraint(fields=["requirement", "target_id"], name="burnin_progress_one_row_per_target"),
+            choices_check("verdict", Verdict, "burnin_progress_verdict_valid"),
+            models.CheckConstraint(
+                condition=Q(device__isnull=False, topology__isnull=True, target_id=F("device"))
+                | Q(device__isnull=True, topology__isnull=False, target_id=F("topology")),
+                name="burnin_progress_target_is_device_xor_topology",
+            ),
+        ]
+        indexes = [
+            models.Index(
+                fields=["site", "satellite", "resource_class", "gate"], name="burnin_progress_scope_idx"
+            ),
+            models.Index(fields=["site", "verdict"], name="burnin_prog_site_verdict_idx"),
+            models.Index(fields=["device"], name="burnin_progress_device_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.requirement_id}/{self.target_id}: {self.verdict}"

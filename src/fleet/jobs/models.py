@@ -1,0 +1,99 @@
+"""Jobs: the only way burn-in work reaches a satellite, and the device leases that keep two jobs
+off one device."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from fleet.core.models import TimeStamped, choices_check, new_uuid
+
+
+class WorkflowName(models.TextChoices):
+    SINGLE_NODE = "SingleNodeBurnInWorkflow", "SINGLE_NODE"
+    MULTI_NODE_COLLECTIVE = "MultiNodeBurnInCollectiveWorkflow", "MULTI_NODE_COLLECTIVE"
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "QUEUED"
+    RUNNING = "running", "RUNNING"
+    SUCCEEDED = "succeeded", "SUCCEEDED"
+    FAILED = "failed", "FAILED"
+    CANCELLED = "cancelled", "CANCELLED"
+
+
+ACTIVE_JOB_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
+TERMINAL_JOB_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+
+
+class Job(TimeStamped):
+    """A unit of burn-in work for one satellite: one device (single-node) or one topology cohort
+    (multi-node). `parameters` holds the requirements to run, their parameters and the policy
+    version they were planned under."""
+
+    id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
+    site = models.ForeignKey("inventory.Site", on_delete=models.PROTECT, related_name="jobs")
+    satellite = models.ForeignKey("inventory.Satellite", on_delete=models.PROTECT, related_name="jobs")
+    workflow_name = models.CharField(max_length=64, choices=WorkflowName.choices)
+    status = models.CharField(max_length=16, choices=JobStatus.choices, default=JobStatus.QUEUED)
+    topology = models.ForeignKey(
+        "inventory.Topology", on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
+    )
+    parameters = models.JSONField(default=dict, blank=True)
+    requested_by = models.CharField(max_length=200, default="system")
+    reason = models.CharField(max_length=32, default="dispatch", help_text="dispatch, rerun or manual.")
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    failure_reason = models.TextField(blank=True, default="")
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        constraints = [
+            choices_check("status", JobStatus, "jobs_job_status_valid"),
+            choices_check("workflow_name", WorkflowName, "jobs_job_workflow_valid"),
+            models.CheckConstraint(
+                condition=(
+                    Q(workflow_name=WorkflowName.MULTI_NODE_COLLECTIVE, topology__isnull=False)
+                    | Q(workflow_name=WorkflowName.SINGLE_NODE, topology__isnull=True)
+                ),
+                name="jobs_job_topology_iff_multi_node",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["satellite", "status", "created_at"], name="jobs_job_claim_idx"),
+            models.Index(fields=["status", "lease_expires_at"], name="jobs_job_lease_idx"),
+            models.Index(fields=["site", "status"], name="jobs_job_site_status_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.workflow_name} {self.id} ({self.status})"
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in ACTIVE_JOB_STATUSES
+
+    @property
+    def requirement_names(self) -> list[str]:
+        return [r["name"] for r in (self.parameters or {}).get("requirements", [])]
+
+
+class JobDevice(models.Model):
+    """A device held by a job. While `active`, no other job may hold the device: a partial
+    unique index makes that a database fact."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="job_devices")
+    device = models.ForeignKey("inventory.Device", on_delete=models.PROTECT, related_name="job_devices")
+    active = models.BooleanField(default=True)
+
+    class Meta:
+        ordering = ["job", "device"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "device"], name="jobs_jobdevice_unique"),
+            models.UniqueConstraint(
+                fields=["device"], condition=Q(active=True), name="jobs_one_active_job_per_device"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.device_id} in {self.job_id}{' (active)' if self.active else ''}"

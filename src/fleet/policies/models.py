@@ -1,0 +1,158 @@
+"""Acceptance policies: what a device of a resource class must pass, and how it is measured."""
+
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import CharField, F, Func, Q
+from django.db.models.lookups import In
+
+from fleet.core.models import TimeStamped, choices_check, new_uuid
+from fleet.inventory.models import TopologyUnit
+
+GATE_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+RACK_ACCEPTANCE = "rack-acceptance"
+
+
+class AcceptancePolicy(TimeStamped):
+    """The policy for one resource class. `version` rises once per change set to its
+    requirements, thresholds or parameter constraints (see `policies.services`)."""
+
+    id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
+    resource_class = models.CharField(max_length=255, unique=True)
+    description = models.TextField(blank=True, default="")
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["resource_class"]
+        verbose_name_plural = "acceptance policies"
+        constraints = [models.CheckConstraint(condition=Q(version__gte=1), name="policies_policy_version_positive")]
+
+    def __str__(self) -> str:
+        return f"{self.resource_class} v{self.version}"
+
+
+class RequirementScope(models.TextChoices):
+    SINGLE_NODE = "single_node", "SINGLE_NODE"
+    MULTI_NODE = "multi_node", "MULTI_NODE"
+
+
+class Requirement(TimeStamped):
+    """One test a device (single-node) or a topology (multi-node) must pass."""
+
+    id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
+    policy = models.ForeignKey(AcceptancePolicy, on_delete=models.CASCADE, related_name="requirements")
+    name = models.CharField(max_length=100)
+    gate = models.CharField(max_length=64)
+    scope = models.CharField(max_length=16, choices=RequirementScope.choices)
+    unit = models.CharField(
+        max_length=32, choices=TopologyUnit.choices, null=True, blank=True, help_text="Multi-node only."
+    )
+    test = models.CharField(max_length=100, help_text="The test whose executions judge this requirement.")
+    rerunnable = models.BooleanField(default=True)
+    parameter_constraints = models.JSONField(
+        default=dict, blank=True, help_text='e.g. {"duration_s": {"gte": 3600}}'
+    )
+    retired_at = models.DateTimeField(
+        null=True, blank=True, help_text="A retired requirement governs nothing; its projection rows go."
+    )
+
+    class Meta:
+        ordering = ["policy__resource_class", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["policy", "name"], name="policies_requirement_unique_name"),
+            models.CheckConstraint(condition=Q(gate__regex=GATE_PATTERN), name="policies_requirement_gate_format"),
+            choices_check("scope", RequirementScope, "policies_requirement_scope_valid"),
+            models.CheckConstraint(
+                condition=(
+                    Q(scope=RequirementScope.MULTI_NODE, unit__isnull=False, gate=RACK_ACCEPTANCE)
+                    | (Q(scope=RequirementScope.SINGLE_NODE, unit__isnull=True) & ~Q(gate=RACK_ACCEPTANCE))
+                ),
+                name="policies_requirement_multi_node_iff_unit_iff_rack_acceptance",
+            ),
+        ]
+        indexes = [models.Index(fields=["policy", "gate"], name="policies_requirement_gate_idx")]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def is_multi_node(self) -> bool:
+        return self.scope == RequirementScope.MULTI_NODE
+
+    @property
+    def is_retired(self) -> bool:
+        return self.retired_at is not None
+
+
+class Comparator(models.TextChoices):
+    GT = "gt", "gt"
+    LT = "lt", "lt"
+    EQ = "eq", "eq"
+    GTE = "gte", "gte"
+    LTE = "lte", "lte"
+
+
+def _jsonb_type(field: str) -> Func:
+    return Func(F(field), function="jsonb_typeof", output_field=CharField())
+
+
+class ThresholdRule(TimeStamped):
+    """`metric` (or one of its statistics) compared with a threshold; a rule with a `site` is
+    that site's override of the default rule for the same metric and statistic."""
+
+    id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
+    requirement = models.ForeignKey(Requirement, on_delete=models.CASCADE, related_name="thresholds")
+    metric = models.CharField(max_length=100)
+    statistic = models.CharField(
+        max_length=32, null=True, blank=True, help_text="Null compares the metric's value; else e.g. min, p99."
+    )
+    comparator = models.CharField(max_length=8, choices=Comparator.choices)
+    threshold = models.JSONField(help_text="A number, or a string (string thresholds only with eq).")
+    site = models.ForeignKey(
+        "inventory.Site", on_delete=models.CASCADE, null=True, blank=True, related_name="threshold_overrides"
+    )
+
+    class Meta:
+        ordering = ["requirement", "metric", "statistic"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["requirement", "metric", "statistic", "site"],
+                nulls_distinct=False,
+                name="policies_threshold_unique_rule",
+            ),
+            choices_check("comparator", Comparator, "policies_threshold_comparator_valid"),
+            models.CheckConstraint(
+                condition=In(_jsonb_type("threshold"), ["number", "string"]),
+                name="policies_threshold_number_or_string",
+            ),
+            models.CheckConstraint(
+                condition=Q(comparator=Comparator.EQ) | Q(In(_jsonb_type("threshold"), ["number"])),
+                name="policies_threshold_string_only_with_eq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        target = f"{self.metric}.{self.statistic}" if self.statistic else self.metric
+        return f"{target} {self.comparator} {self.threshold}"
+
+
+class ParameterProfile(TimeStamped):
+    """Parameters a (re)run of `test` on `resource_class` may use; planning takes the newest one
+    that satisfies the requirement's parameter constraints."""
+
+    id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
+    resource_class = models.CharField(max_length=255)
+    test = models.CharField(max_length=100)
+    name = models.CharField(max_length=100, default="default")
+    parameters = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["resource_class", "test", "-created_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["resource_class", "test", "name"], name="policies_parameter_profile_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.resource_class}/{self.test}/{self.name}"

@@ -1,0 +1,27 @@
+from django.contrib import admin
+from django.urls import include, path, re_path
+from django.views.generic import RedirectView
+from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+
+from fleet.core import errors
+
+api_v1 = [
+    path("", include("fleet.core.api.urls")),
+]
+
+urlpatterns = [
+    path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
+    path("admin/", admin.site.urls),
+    path("accounts/", include("django.contrib.auth.urls")),
+    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
+    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    path("api/v1/", include(api_v1)),
+    # Anything else under /api/ is a JSON 404, whatever DEBUG says.
+    re_path(r"^api/", errors.api_not_found),
+]
+
+handler400 = "fleet.core.errors.handler400"
+handler403 = "fleet.core.errors.handler403"
+handler404 = "fleet.core.errors.handler404"
+handler500 = "fleet.core.errors.handler500"

@@ -1,0 +1,8 @@
+"""WSGI entry point (used by `fleet serve`)."""
+
+import os
+
+from django.core.wsgi import get_wsgi_application
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fleet.settings")
+application = get_wsgi_application()

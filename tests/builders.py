@@ -1,0 +1,89 @@
+"""Explicit builders for test data: each call creates exactly what it names."""
+
+from __future__ import annotations
+
+from itertools import count
+
+from django.utils import timezone
+
+from fleet.inventory.models import Device, DeviceState, Satellite, Site, Topology, TopologyMembership
+from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
+
+_seq = count(1)
+
+
+class FleetBuilder:
+    def site(self, slug: str | None = None, name: str | None = None) -> Site:
+        slug = slug or f"site-{next(_seq)}"
+        return Site.objects.create(slug=slug, name=name or slug.upper())
+
+    def satellite(self, site: Site, name: str | None = None, workflows: list[str] | None = None) -> Satellite:
+        advertised = [{"name": w, "version": "1"} for w in (workflows or [])]
+        return Satellite.objects.create(site=site, name=name or f"sat-{next(_seq)}", advertised_workflows=advertised)
+
+    def topology(self, satellite: Satellite, unit: str = "rack", label: str | None = None) -> Topology:
+        return Topology.objects.create(
+            site=satellite.site, satellite=satellite, unit=unit, label=label or f"{unit}-{next(_seq)}"
+        )
+
+    def device(
+        self,
+        satellite: Satellite,
+        resource_class: str = "gpu.h200.8x",
+        *,
+        hostname: str | None = None,
+        state: str = DeviceState.BURN_IN,
+        enrolled: bool = True,
+        topologies: list[Topology] = (),
+    ) -> Device:
+        device = Device.objects.create(
+            site=satellite.site,
+            satellite=satellite,
+            hostname=hostname or f"node-{next(_seq):04d}",
+            serial=f"SN{next(_seq):06d}",
+            resource_class=resource_class,
+            state=state,
+            enrolled_at=timezone.now() if enrolled else None,
+        )
+        for topology in topologies:
+            TopologyMembership.objects.create(device=device, topology=topology, unit=topology.unit)
+        return device
+
+    def policy(self, resource_class: str = "gpu.h200.8x", version: int = 1) -> AcceptancePolicy:
+        return AcceptancePolicy.objects.create(resource_class=resource_class, version=version)
+
+    def requirement(
+        self,
+        policy: AcceptancePolicy,
+        name: str | None = None,
+        *,
+        gate: str = "burn-in",
+        scope: str = "single_node",
+        unit: str | None = None,
+        test: str = "dcgm-diag",
+        rerunnable: bool = True,
+        parameter_constraints: dict | None = None,
+        thresholds: list[dict] | None = None,
+        retired: bool = False,
+    ) -> Requirement:
+        if scope == "multi_node":
+            gate, unit = "rack-acceptance", unit or "rack"
+        requirement = Requirement.objects.create(
+            policy=policy,
+            name=name or f"req-{next(_seq)}",
+            gate=gate,
+            scope=scope,
+            unit=unit,
+            test=test,
+            rerunnable=rerunnable,
+            parameter_constraints=parameter_constraints or {},
+            retired_at=timezone.now() if retired else None,
+        )
+        for rule in thresholds if thresholds is not None else [{"metric": "diag_failed_tests", "comparator": "eq", "threshold": 0}]:
+            ThresholdRule.objects.create(requirement=requirement, **rule)
+        return requirement
+
+    def profile(self, resource_class: str, test: str, parameters: dict, name: str = "default") -> ParameterProfile:
+        return ParameterProfile.objects.create(
+            resource_class=resource_class, test=test, name=name, parameters=parameters
+        )

@@ -1,0 +1,106 @@
+"""Shared fixtures: API clients, real OAuth2 clients and tokens, and small builders."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+
+import pytest
+from django.contrib.auth import get_user_model
+from oauth2_provider.models import Application
+from rest_framework.test import APIClient
+
+from tests.builders import FleetBuilder
+
+CLIENT_SECRET = "s3cret-for-tests-only"
+
+
+@pytest.fixture
+def api() -> APIClient:
+    return APIClient()
+
+
+@pytest.fixture
+def fleet(db) -> FleetBuilder:
+    return FleetBuilder()
+
+
+@pytest.fixture
+def oauth_client(db) -> Callable[..., Application]:
+    """A confidential client-credentials OAuth2 application, optionally bound to a satellite."""
+
+    def make(name: str = "automation", satellite=None) -> Application:
+        app = Application.objects.create(
+            name=name,
+            client_type=Application.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+            client_secret=CLIENT_SECRET,
+        )
+        if satellite is not None:
+            from fleet.inventory.models import SatelliteCredential
+
+            SatelliteCredential.objects.create(satellite=satellite, application=app)
+        return app
+
+    return make
+
+
+def fetch_token(client: APIClient, app: Application, scopes: list[str] | str) -> str:
+    """Get an access token through the real token endpoint (client-credentials grant)."""
+    scope = scopes if isinstance(scopes, str) else " ".join(scopes)
+    basic = base64.b64encode(f"{app.client_id}:{CLIENT_SECRET}".encode()).decode()
+    response = client.post(
+        "/o/token/",
+        {"grant_type": "client_credentials", "scope": scope},
+        format="multipart",
+        HTTP_AUTHORIZATION=f"Basic {basic}",
+    )
+    assert response.status_code == 200, response.content
+    return response.json()["access_token"]
+
+
+@pytest.fixture
+def bearer(oauth_client) -> Callable[..., APIClient]:
+    """An API client authenticated with a real token holding `scopes`."""
+
+    def make(scopes: list[str] | str, satellite=None, name: str = "automation") -> APIClient:
+        app = oauth_client(name=name, satellite=satellite)
+        client = APIClient()
+        token = fetch_token(client, app, scopes)
+        client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+        return client
+
+    return make
+
+
+@pytest.fixture
+def user_factory(db):
+    def make(username: str = "operator", perms: list[str] | None = None, superuser: bool = False):
+        User = get_user_model()
+        if superuser:
+            return User.objects.create_superuser(username, f"{username}@example.com", "pw-for-tests")
+        user = User.objects.create_user(username, f"{username}@example.com", "pw-for-tests")
+        if perms:
+            from django.contrib.auth.models import Permission
+
+            for perm in perms:
+                app_label, codename = perm.split(".")
+                user.user_permissions.add(
+                    Permission.objects.get(content_type__app_label=app_label, codename=codename)
+                )
+        return user
+
+    return make
+
+
+@pytest.fixture
+def session_client(user_factory) -> Callable[..., APIClient]:
+    """A logged-in person; CSRF checks enforced as in a browser."""
+
+    def make(perms: list[str] | None = None, superuser: bool = False, username: str = "operator") -> APIClient:
+        user = user_factory(username=username, perms=perms, superuser=superuser)
+        client = APIClient(enforce_csrf_checks=True)
+        client.force_login(user)
+        return client
+
+    return make
