@@ -79,7 +79,11 @@ class FleetBuilder:
             parameter_constraints=parameter_constraints or {},
             retired_at=timezone.now() if retired else None,
         )
-        for rule in thresholds if thresholds is not None else [{"metric": "diag_failed_tests", "comparator": "eq", "threshold": 0}]:
+        for rule in (
+            thresholds
+            if thresholds is not None
+            else [{"metric": "diag_failed_tests", "comparator": "eq", "threshold": 0}]
+        ):
             ThresholdRule.objects.create(requirement=requirement, **rule)
         return requirement
 

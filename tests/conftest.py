@@ -15,6 +15,13 @@ from tests.builders import FleetBuilder
 CLIENT_SECRET = "s3cret-for-tests-only"
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings):
+    """Client secrets and passwords are hashed like passwords; the slow default hasher would
+    dominate the suite's run time without testing anything of ours."""
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
 @pytest.fixture
 def api() -> APIClient:
     return APIClient()
@@ -85,9 +92,7 @@ def user_factory(db):
 
             for perm in perms:
                 app_label, codename = perm.split(".")
-                user.user_permissions.add(
-                    Permission.objects.get(content_type__app_label=app_label, codename=codename)
-                )
+                user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
         return user
 
     return make

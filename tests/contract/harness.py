@@ -149,7 +149,9 @@ def shared_components_differences(spec_document: dict, generated_document: dict)
     spec_schemes = spec_document["components"]["securitySchemes"]
     generated_schemes = generated_document.get("components", {}).get("securitySchemes", {})
     diffs.extend(
-        compare(spec_schemes, {k: generated_schemes.get(k, MISSING) for k in spec_schemes}, "components.securitySchemes")
+        compare(
+            spec_schemes, {k: generated_schemes.get(k, MISSING) for k in spec_schemes}, "components.securitySchemes"
+        )
     )
     return diffs
 

@@ -75,8 +75,16 @@ def _alterations(spec: dict) -> list:
     def status_code(doc):
         doc["paths"][path][method]["responses"]["409"] = doc["paths"][path][method]["responses"]["403"]
 
-    return [operation_id, scope, drop_media_type, error_enum, field_error_description, request_required,
-            cookie_name, status_code]
+    return [
+        operation_id,
+        scope,
+        drop_media_type,
+        error_enum,
+        field_error_description,
+        request_required,
+        cookie_name,
+        status_code,
+    ]
 
 
 @pytest.mark.parametrize("spec_file", SPEC_FILES)

@@ -28,9 +28,7 @@ class TestExecution(models.Model):
 
     id = models.UUIDField(primary_key=True, editable=False)
     site = models.ForeignKey("inventory.Site", on_delete=models.PROTECT, related_name="executions")
-    job = models.ForeignKey(
-        "jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="executions"
-    )
+    job = models.ForeignKey("jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="executions")
     requirement = models.ForeignKey("policies.Requirement", on_delete=models.PROTECT, related_name="executions")
     test = models.CharField(max_length=100)
     device = models.ForeignKey(
@@ -62,12 +60,20 @@ class TestExecution(models.Model):
         indexes = [
             # "Latest execution of a target": newest first per (requirement, device|topology).
             models.Index(
-                F("requirement"), F("device"), F("created_at").desc(), F("id").desc(),
-                condition=Q(device__isnull=False), name="burnin_exec_latest_device_idx",
+                F("requirement"),
+                F("device"),
+                F("created_at").desc(),
+                F("id").desc(),
+                condition=Q(device__isnull=False),
+                name="burnin_exec_latest_device_idx",
             ),
             models.Index(
-                F("requirement"), F("topology"), F("created_at").desc(), F("id").desc(),
-                condition=Q(topology__isnull=False), name="burnin_exec_latest_topo_idx",
+                F("requirement"),
+                F("topology"),
+                F("created_at").desc(),
+                F("id").desc(),
+                condition=Q(topology__isnull=False),
+                name="burnin_exec_latest_topo_idx",
             ),
             # The pending-evaluation feed pages finished executions by (updated_at, id).
             models.Index(fields=["site", "updated_at", "id"], name="burnin_exec_feed_idx"),
@@ -138,13 +144,12 @@ class PolicyProgress(models.Model):
     )
     target_id = models.UUIDField(help_text="The device or topology id: one row per (requirement, target).")
     verdict = models.CharField(max_length=16, choices=Verdict.choices)
-    execution = models.ForeignKey(
-        TestExecution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+"
-    )
+    execution = models.ForeignKey(TestExecution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     evaluation_source_key = models.CharField(max_length=64, null=True, blank=True)
     policy_version = models.PositiveIntegerField()
     watermark = models.DateTimeField(
-        null=True, blank=True,
+        null=True,
+        blank=True,
         help_text="Freshness of the deciding evidence; a reconcile never replaces a newer watermark.",
     )
     reconciled_at = models.DateTimeField()
@@ -163,9 +168,7 @@ class PolicyProgress(models.Model):
             ),
         ]
         indexes = [
-            models.Index(
-                fields=["site", "satellite", "resource_class", "gate"], name="burnin_progress_scope_idx"
-            ),
+            models.Index(fields=["site", "satellite", "resource_class", "gate"], name="burnin_progress_scope_idx"),
             models.Index(fields=["site", "verdict"], name="burnin_prog_site_verdict_idx"),
             models.Index(fields=["device"], name="burnin_progress_device_idx"),
         ]

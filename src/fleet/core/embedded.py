@@ -6,6 +6,7 @@ starts it, later ones reuse it, and the server stops when the last attached proc
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -102,8 +103,7 @@ def _ensure_database(server: EmbeddedServer, database: str) -> None:
     with psycopg.connect(server.uri("postgres"), autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
         if not exists:
-            try:
+            # Another process may create it first.
+            with contextlib.suppress(errors.DuplicateDatabase, errors.UniqueViolation):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
-            except errors.DuplicateDatabase:
-                pass  # another process created it first
     _known_databases.add((server.data_dir, database))

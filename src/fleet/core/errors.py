@@ -60,6 +60,11 @@ class Conflict(FleetError):
     code = ErrorCode.CONFLICT
 
 
+class PermissionDeniedError(FleetError):
+    status_code = status.HTTP_403_FORBIDDEN
+    code = ErrorCode.PERMISSION_DENIED
+
+
 SAFE_500_DETAIL = "The server hit an unexpected error; it has been logged."
 DB_UNAVAILABLE_DETAIL = "The database is unavailable; retry later."
 
@@ -220,9 +225,7 @@ def handler403(request: HttpRequest, exception: Exception | None = None):
 def handler500(request: HttpRequest):
     exc = sys.exc_info()[1]
     if exc is not None and _is_database_unavailable(exc):
-        response = JsonResponse(
-            error_body(DB_UNAVAILABLE_DETAIL, ErrorCode.SERVICE_UNAVAILABLE), status=503
-        )
+        response = JsonResponse(error_body(DB_UNAVAILABLE_DETAIL, ErrorCode.SERVICE_UNAVAILABLE), status=503)
         response["Retry-After"] = "5"
         return response
     if _is_api(request):

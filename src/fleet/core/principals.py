@@ -71,3 +71,22 @@ def site_restriction(user: Any) -> UUID | None:
     if isinstance(user, ClientPrincipal) and user.satellite is not None:
         return user.satellite.site_id
     return None
+
+
+def ensure_acts_as_satellite(user: Any, satellite: Any) -> None:
+    """A satellite-bound client may act only as its own satellite (403 otherwise)."""
+    from fleet.core.errors import PermissionDeniedError
+
+    if isinstance(user, ClientPrincipal) and user.satellite is not None and user.satellite.id != satellite.id:
+        raise PermissionDeniedError(
+            f"This client is bound to satellite {user.satellite}; it cannot act as {satellite}."
+        )
+
+
+def ensure_site_allowed(user: Any, site_id: UUID) -> None:
+    """A satellite-bound client may act only on its own site (403 otherwise)."""
+    from fleet.core.errors import PermissionDeniedError
+
+    restricted = site_restriction(user)
+    if restricted is not None and restricted != site_id:
+        raise PermissionDeniedError("This client is bound to another site.")

@@ -90,9 +90,7 @@ class JobDevice(models.Model):
         ordering = ["job", "device"]
         constraints = [
             models.UniqueConstraint(fields=["job", "device"], name="jobs_jobdevice_unique"),
-            models.UniqueConstraint(
-                fields=["device"], condition=Q(active=True), name="jobs_one_active_job_per_device"
-            ),
+            models.UniqueConstraint(fields=["device"], condition=Q(active=True), name="jobs_one_active_job_per_device"),
         ]
 
     def __str__(self) -> str:

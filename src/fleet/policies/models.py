@@ -49,9 +49,7 @@ class Requirement(TimeStamped):
     )
     test = models.CharField(max_length=100, help_text="The test whose executions judge this requirement.")
     rerunnable = models.BooleanField(default=True)
-    parameter_constraints = models.JSONField(
-        default=dict, blank=True, help_text='e.g. {"duration_s": {"gte": 3600}}'
-    )
+    parameter_constraints = models.JSONField(default=dict, blank=True, help_text='e.g. {"duration_s": {"gte": 3600}}')
     retired_at = models.DateTimeField(
         null=True, blank=True, help_text="A retired requirement governs nothing; its projection rows go."
     )

@@ -5,127 +5,292 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('inventory', '0001_initial'),
-        ('jobs', '0001_initial'),
-        ('policies', '0001_initial'),
+        ("inventory", "0001_initial"),
+        ("jobs", "0001_initial"),
+        ("policies", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='TestExecution',
+            name="TestExecution",
             fields=[
-                ('id', models.UUIDField(editable=False, primary_key=True, serialize=False)),
-                ('test', models.CharField(max_length=100)),
-                ('status', models.CharField(choices=[('running', 'RUNNING'), ('completed', 'COMPLETED'), ('errored', 'ERRORED')], max_length=16)),
-                ('parameters', models.JSONField(blank=True, default=dict)),
-                ('metrics', models.JSONField(blank=True, default=dict)),
-                ('error', models.TextField(blank=True, default='', help_text='Why an errored execution could not judge.')),
-                ('started_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('reported_by', models.CharField(default='', max_length=200)),
-                ('created_at', models.DateTimeField()),
-                ('updated_at', models.DateTimeField()),
-                ('device', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='executions', to='inventory.device')),
-                ('job', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='executions', to='jobs.job')),
-                ('requirement', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='executions', to='policies.requirement')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='executions', to='inventory.site')),
-                ('topology', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='executions', to='inventory.topology')),
+                ("id", models.UUIDField(editable=False, primary_key=True, serialize=False)),
+                ("test", models.CharField(max_length=100)),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[("running", "RUNNING"), ("completed", "COMPLETED"), ("errored", "ERRORED")],
+                        max_length=16,
+                    ),
+                ),
+                ("parameters", models.JSONField(blank=True, default=dict)),
+                ("metrics", models.JSONField(blank=True, default=dict)),
+                (
+                    "error",
+                    models.TextField(blank=True, default="", help_text="Why an errored execution could not judge."),
+                ),
+                ("started_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("reported_by", models.CharField(default="", max_length=200)),
+                ("created_at", models.DateTimeField()),
+                ("updated_at", models.DateTimeField()),
+                (
+                    "device",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="executions",
+                        to="inventory.device",
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="executions",
+                        to="jobs.job",
+                    ),
+                ),
+                (
+                    "requirement",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="executions",
+                        to="policies.requirement",
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="executions", to="inventory.site"
+                    ),
+                ),
+                (
+                    "topology",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="executions",
+                        to="inventory.topology",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', 'id'],
+                "ordering": ["-created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='PolicyProgress',
+            name="PolicyProgress",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('resource_class', models.CharField(max_length=255)),
-                ('gate', models.CharField(max_length=64)),
-                ('target_id', models.UUIDField(help_text='The device or topology id: one row per (requirement, target).')),
-                ('verdict', models.CharField(choices=[('passed', 'PASSED'), ('failed', 'FAILED'), ('errored', 'ERRORED'), ('not_run', 'NOT_RUN'), ('in_progress', 'IN_PROGRESS')], max_length=16)),
-                ('evaluation_source_key', models.CharField(blank=True, max_length=64, null=True)),
-                ('policy_version', models.PositiveIntegerField()),
-                ('watermark', models.DateTimeField(blank=True, help_text='Freshness of the deciding evidence; a reconcile never replaces a newer watermark.', null=True)),
-                ('reconciled_at', models.DateTimeField()),
-                ('created_at', models.DateTimeField()),
-                ('device', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='progress', to='inventory.device')),
-                ('execution', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, related_name='+', to='burnin.testexecution')),
-                ('requirement', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='policies.requirement')),
-                ('satellite', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.satellite')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='+', to='inventory.site')),
-                ('topology', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='progress', to='inventory.topology')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("resource_class", models.CharField(max_length=255)),
+                ("gate", models.CharField(max_length=64)),
+                (
+                    "target_id",
+                    models.UUIDField(help_text="The device or topology id: one row per (requirement, target)."),
+                ),
+                (
+                    "verdict",
+                    models.CharField(
+                        choices=[
+                            ("passed", "PASSED"),
+                            ("failed", "FAILED"),
+                            ("errored", "ERRORED"),
+                            ("not_run", "NOT_RUN"),
+                            ("in_progress", "IN_PROGRESS"),
+                        ],
+                        max_length=16,
+                    ),
+                ),
+                ("evaluation_source_key", models.CharField(blank=True, max_length=64, null=True)),
+                ("policy_version", models.PositiveIntegerField()),
+                (
+                    "watermark",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="Freshness of the deciding evidence; a reconcile never replaces a newer watermark.",
+                        null=True,
+                    ),
+                ),
+                ("reconciled_at", models.DateTimeField()),
+                ("created_at", models.DateTimeField()),
+                (
+                    "device",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="progress",
+                        to="inventory.device",
+                    ),
+                ),
+                (
+                    "execution",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.SET_NULL,
+                        related_name="+",
+                        to="burnin.testexecution",
+                    ),
+                ),
+                (
+                    "requirement",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="policies.requirement"
+                    ),
+                ),
+                (
+                    "satellite",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.satellite"
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.site"
+                    ),
+                ),
+                (
+                    "topology",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="progress",
+                        to="inventory.topology",
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'policy progress',
-                'ordering': ['site', 'satellite', 'resource_class', 'requirement', 'target_id'],
+                "verbose_name_plural": "policy progress",
+                "ordering": ["site", "satellite", "resource_class", "requirement", "target_id"],
             },
         ),
         migrations.CreateModel(
-            name='EvaluationResult',
+            name="EvaluationResult",
             fields=[
-                ('execution', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, primary_key=True, related_name='evaluation', serialize=False, to='burnin.testexecution')),
-                ('passed', models.BooleanField()),
-                ('reason', models.TextField(blank=True, null=True)),
-                ('metric_evaluations', models.JSONField(blank=True, default=dict)),
-                ('evaluation_source_key', models.CharField(max_length=64)),
-                ('execution_updated_at', models.DateTimeField()),
-                ('materialised_at', models.DateTimeField()),
+                (
+                    "execution",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        primary_key=True,
+                        related_name="evaluation",
+                        serialize=False,
+                        to="burnin.testexecution",
+                    ),
+                ),
+                ("passed", models.BooleanField()),
+                ("reason", models.TextField(blank=True, null=True)),
+                ("metric_evaluations", models.JSONField(blank=True, default=dict)),
+                ("evaluation_source_key", models.CharField(max_length=64)),
+                ("execution_updated_at", models.DateTimeField()),
+                ("materialised_at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['-materialised_at'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('evaluation_source_key__regex', '^[0-9a-f]{64}$')), name='burnin_evaluation_source_key_format')],
+                "ordering": ["-materialised_at"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("evaluation_source_key__regex", "^[0-9a-f]{64}$")),
+                        name="burnin_evaluation_source_key_format",
+                    )
+                ],
             },
         ),
         migrations.AddIndex(
-            model_name='testexecution',
-            index=models.Index(models.F('requirement'), models.F('device'), models.OrderBy(models.F('created_at'), descending=True), models.OrderBy(models.F('id'), descending=True), condition=models.Q(('device__isnull', False)), name='burnin_exec_latest_device_idx'),
+            model_name="testexecution",
+            index=models.Index(
+                models.F("requirement"),
+                models.F("device"),
+                models.OrderBy(models.F("created_at"), descending=True),
+                models.OrderBy(models.F("id"), descending=True),
+                condition=models.Q(("device__isnull", False)),
+                name="burnin_exec_latest_device_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='testexecution',
-            index=models.Index(models.F('requirement'), models.F('topology'), models.OrderBy(models.F('created_at'), descending=True), models.OrderBy(models.F('id'), descending=True), condition=models.Q(('topology__isnull', False)), name='burnin_exec_latest_topo_idx'),
+            model_name="testexecution",
+            index=models.Index(
+                models.F("requirement"),
+                models.F("topology"),
+                models.OrderBy(models.F("created_at"), descending=True),
+                models.OrderBy(models.F("id"), descending=True),
+                condition=models.Q(("topology__isnull", False)),
+                name="burnin_exec_latest_topo_idx",
+            ),
         ),
         migrations.AddIndex(
-            model_name='testexecution',
-            index=models.Index(fields=['site', 'updated_at', 'id'], name='burnin_exec_feed_idx'),
+            model_name="testexecution",
+            index=models.Index(fields=["site", "updated_at", "id"], name="burnin_exec_feed_idx"),
         ),
         migrations.AddIndex(
-            model_name='testexecution',
-            index=models.Index(fields=['job'], name='burnin_exec_job_idx'),
+            model_name="testexecution",
+            index=models.Index(fields=["job"], name="burnin_exec_job_idx"),
         ),
         migrations.AddConstraint(
-            model_name='testexecution',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['running', 'completed', 'errored'])), name='burnin_execution_status_valid'),
+            model_name="testexecution",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["running", "completed", "errored"])),
+                name="burnin_execution_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='testexecution',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('device__isnull', False), ('topology__isnull', True)), models.Q(('device__isnull', True), ('topology__isnull', False)), _connector='OR'), name='burnin_execution_device_xor_topology'),
+            model_name="testexecution",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("device__isnull", False), ("topology__isnull", True)),
+                    models.Q(("device__isnull", True), ("topology__isnull", False)),
+                    _connector="OR",
+                ),
+                name="burnin_execution_device_xor_topology",
+            ),
         ),
         migrations.AddIndex(
-            model_name='policyprogress',
-            index=models.Index(fields=['site', 'satellite', 'resource_class', 'gate'], name='burnin_progress_scope_idx'),
+            model_name="policyprogress",
+            index=models.Index(
+                fields=["site", "satellite", "resource_class", "gate"], name="burnin_progress_scope_idx"
+            ),
         ),
         migrations.AddIndex(
-            model_name='policyprogress',
-            index=models.Index(fields=['site', 'verdict'], name='burnin_prog_site_verdict_idx'),
+            model_name="policyprogress",
+            index=models.Index(fields=["site", "verdict"], name="burnin_prog_site_verdict_idx"),
         ),
         migrations.AddIndex(
-            model_name='policyprogress',
-            index=models.Index(fields=['device'], name='burnin_progress_device_idx'),
+            model_name="policyprogress",
+            index=models.Index(fields=["device"], name="burnin_progress_device_idx"),
         ),
         migrations.AddConstraint(
-            model_name='policyprogress',
-            constraint=models.UniqueConstraint(fields=('requirement', 'target_id'), name='burnin_progress_one_row_per_target'),
+            model_name="policyprogress",
+            constraint=models.UniqueConstraint(
+                fields=("requirement", "target_id"), name="burnin_progress_one_row_per_target"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyprogress',
-            constraint=models.CheckConstraint(condition=models.Q(('verdict__in', ['passed', 'failed', 'errored', 'not_run', 'in_progress'])), name='burnin_progress_verdict_valid'),
+            model_name="policyprogress",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("verdict__in", ["passed", "failed", "errored", "not_run", "in_progress"])),
+                name="burnin_progress_verdict_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='policyprogress',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('device__isnull', False), ('target_id', models.F('device')), ('topology__isnull', True)), models.Q(('device__isnull', True), ('target_id', models.F('topology')), ('topology__isnull', False)), _connector='OR'), name='burnin_progress_target_is_device_xor_topology'),
+            model_name="policyprogress",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("device__isnull", False), ("target_id", models.F("device")), ("topology__isnull", True)),
+                    models.Q(
+                        ("device__isnull", True), ("target_id", models.F("topology")), ("topology__isnull", False)
+                    ),
+                    _connector="OR",
+                ),
+                name="burnin_progress_target_is_device_xor_topology",
+            ),
         ),
     ]

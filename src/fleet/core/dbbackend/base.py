@@ -14,9 +14,7 @@ APP_DATABASE = "fleet"
 class DatabaseWrapper(base.DatabaseWrapper):
     def get_connection_params(self):
         name = self.settings_dict.get("NAME")
-        server = embedded.ensure_server(
-            settings.EMBEDDED_POSTGRES_DIR, database=name if name == APP_DATABASE else None
-        )
+        server = embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR, database=name if name == APP_DATABASE else None)
         params = super().get_connection_params()
         params["host"] = server.socket_dir
         params["port"] = server.port

@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,141 +15,266 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='Satellite',
+            name="Satellite",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=100)),
-                ('advertised_workflows', models.JSONField(blank=True, default=list, help_text="[{name, version}] as last advertised by the agent's heartbeat.")),
-                ('agent_version', models.CharField(blank=True, default='', max_length=100)),
-                ('last_seen_at', models.DateTimeField(blank=True, null=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                (
+                    "advertised_workflows",
+                    models.JSONField(
+                        blank=True,
+                        default=list,
+                        help_text="[{name, version}] as last advertised by the agent's heartbeat.",
+                    ),
+                ),
+                ("agent_version", models.CharField(blank=True, default="", max_length=100)),
+                ("last_seen_at", models.DateTimeField(blank=True, null=True)),
             ],
             options={
-                'ordering': ['site__slug', 'name'],
+                "ordering": ["site__slug", "name"],
             },
         ),
         migrations.CreateModel(
-            name='SatelliteCredential',
+            name="SatelliteCredential",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('application', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='satellite_credential', to=settings.OAUTH2_PROVIDER_APPLICATION_MODEL)),
-                ('satellite', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='credential', to='inventory.satellite')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "application",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="satellite_credential",
+                        to=settings.OAUTH2_PROVIDER_APPLICATION_MODEL,
+                    ),
+                ),
+                (
+                    "satellite",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="credential", to="inventory.satellite"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['satellite'],
+                "ordering": ["satellite"],
             },
         ),
         migrations.CreateModel(
-            name='Site',
+            name="Site",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('slug', models.CharField(max_length=100, unique=True)),
-                ('name', models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("slug", models.CharField(max_length=100, unique=True)),
+                ("name", models.CharField(max_length=200)),
             ],
             options={
-                'ordering': ['slug'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('slug__regex', '^[-a-zA-Z0-9_]+$')), name='inventory_site_slug_format')],
+                "ordering": ["slug"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("slug__regex", "^[-a-zA-Z0-9_]+$")), name="inventory_site_slug_format"
+                    )
+                ],
             },
         ),
         migrations.AddField(
-            model_name='satellite',
-            name='site',
-            field=models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='satellites', to='inventory.site'),
+            model_name="satellite",
+            name="site",
+            field=models.ForeignKey(
+                on_delete=django.db.models.deletion.PROTECT, related_name="satellites", to="inventory.site"
+            ),
         ),
         migrations.CreateModel(
-            name='Device',
+            name="Device",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('hostname', models.CharField(max_length=255)),
-                ('serial', models.CharField(blank=True, default='', max_length=128)),
-                ('resource_class', models.CharField(max_length=255)),
-                ('state', models.CharField(choices=[('staged', 'STAGED'), ('burn_in', 'BURN_IN'), ('accepted', 'ACCEPTED'), ('in_service', 'IN_SERVICE'), ('maintenance', 'MAINTENANCE'), ('decommissioned', 'DECOMMISSIONED')], default='staged', max_length=32)),
-                ('enrolled_at', models.DateTimeField(blank=True, help_text='Null until enrolled; enrolled devices are burn-in targets.', null=True)),
-                ('satellite', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='devices', to='inventory.satellite')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='devices', to='inventory.site')),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("hostname", models.CharField(max_length=255)),
+                ("serial", models.CharField(blank=True, default="", max_length=128)),
+                ("resource_class", models.CharField(max_length=255)),
+                (
+                    "state",
+                    models.CharField(
+                        choices=[
+                            ("staged", "STAGED"),
+                            ("burn_in", "BURN_IN"),
+                            ("accepted", "ACCEPTED"),
+                            ("in_service", "IN_SERVICE"),
+                            ("maintenance", "MAINTENANCE"),
+                            ("decommissioned", "DECOMMISSIONED"),
+                        ],
+                        default="staged",
+                        max_length=32,
+                    ),
+                ),
+                (
+                    "enrolled_at",
+                    models.DateTimeField(
+                        blank=True, help_text="Null until enrolled; enrolled devices are burn-in targets.", null=True
+                    ),
+                ),
+                (
+                    "satellite",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="devices", to="inventory.satellite"
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="devices", to="inventory.site"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['site__slug', 'hostname'],
+                "ordering": ["site__slug", "hostname"],
             },
         ),
         migrations.CreateModel(
-            name='Topology',
+            name="Topology",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('unit', models.CharField(choices=[('nvlink-domain', 'NVLINK_DOMAIN'), ('pod', 'POD'), ('rack', 'RACK')], max_length=32)),
-                ('label', models.CharField(max_length=100)),
-                ('satellite', models.ForeignKey(help_text="Runs this topology's collective jobs; its multi-node targets are in this satellite's scope.", on_delete=django.db.models.deletion.PROTECT, related_name='topologies', to='inventory.satellite')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='topologies', to='inventory.site')),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "unit",
+                    models.CharField(
+                        choices=[("nvlink-domain", "NVLINK_DOMAIN"), ("pod", "POD"), ("rack", "RACK")], max_length=32
+                    ),
+                ),
+                ("label", models.CharField(max_length=100)),
+                (
+                    "satellite",
+                    models.ForeignKey(
+                        help_text="Runs this topology's collective jobs; its multi-node targets are in this satellite's scope.",
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="topologies",
+                        to="inventory.satellite",
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="topologies", to="inventory.site"
+                    ),
+                ),
             ],
             options={
-                'verbose_name_plural': 'topologies',
-                'ordering': ['site__slug', 'unit', 'label'],
+                "verbose_name_plural": "topologies",
+                "ordering": ["site__slug", "unit", "label"],
             },
         ),
         migrations.CreateModel(
-            name='TopologyMembership',
+            name="TopologyMembership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('unit', models.CharField(choices=[('nvlink-domain', 'NVLINK_DOMAIN'), ('pod', 'POD'), ('rack', 'RACK')], max_length=32)),
-                ('device', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='inventory.device')),
-                ('topology', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='inventory.topology')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                (
+                    "unit",
+                    models.CharField(
+                        choices=[("nvlink-domain", "NVLINK_DOMAIN"), ("pod", "POD"), ("rack", "RACK")], max_length=32
+                    ),
+                ),
+                (
+                    "device",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="inventory.device"
+                    ),
+                ),
+                (
+                    "topology",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="inventory.topology"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['topology', 'device'],
+                "ordering": ["topology", "device"],
             },
         ),
         migrations.AddField(
-            model_name='device',
-            name='topologies',
-            field=models.ManyToManyField(related_name='devices', through='inventory.TopologyMembership', to='inventory.topology'),
+            model_name="device",
+            name="topologies",
+            field=models.ManyToManyField(
+                related_name="devices", through="inventory.TopologyMembership", to="inventory.topology"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='satellite',
-            constraint=models.UniqueConstraint(fields=('site', 'name'), name='inventory_satellite_unique_name_per_site'),
+            model_name="satellite",
+            constraint=models.UniqueConstraint(
+                fields=("site", "name"), name="inventory_satellite_unique_name_per_site"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='topology',
-            constraint=models.UniqueConstraint(fields=('site', 'unit', 'label'), name='inventory_topology_unique_label'),
+            model_name="topology",
+            constraint=models.UniqueConstraint(
+                fields=("site", "unit", "label"), name="inventory_topology_unique_label"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='topology',
-            constraint=models.CheckConstraint(condition=models.Q(('unit__in', ['nvlink-domain', 'pod', 'rack'])), name='inventory_topology_unit_valid'),
+            model_name="topology",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("unit__in", ["nvlink-domain", "pod", "rack"])), name="inventory_topology_unit_valid"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='topologymembership',
-            constraint=models.UniqueConstraint(fields=('device', 'unit'), name='inventory_membership_one_topology_per_unit'),
+            model_name="topologymembership",
+            constraint=models.UniqueConstraint(
+                fields=("device", "unit"), name="inventory_membership_one_topology_per_unit"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='topologymembership',
-            constraint=models.UniqueConstraint(fields=('topology', 'device'), name='inventory_membership_unique'),
+            model_name="topologymembership",
+            constraint=models.UniqueConstraint(fields=("topology", "device"), name="inventory_membership_unique"),
         ),
         migrations.AddConstraint(
-            model_name='topologymembership',
-            constraint=models.CheckConstraint(condition=models.Q(('unit__in', ['nvlink-domain', 'pod', 'rack'])), name='inventory_membership_unit_valid'),
+            model_name="topologymembership",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("unit__in", ["nvlink-domain", "pod", "rack"])),
+                name="inventory_membership_unit_valid",
+            ),
         ),
         migrations.AddIndex(
-            model_name='device',
-            index=models.Index(fields=['satellite', 'resource_class', 'id'], name='inventory_device_scope_idx'),
+            model_name="device",
+            index=models.Index(fields=["satellite", "resource_class", "id"], name="inventory_device_scope_idx"),
         ),
         migrations.AddIndex(
-            model_name='device',
-            index=models.Index(fields=['site', 'resource_class', 'state'], name='inventory_device_site_rc_idx'),
+            model_name="device",
+            index=models.Index(fields=["site", "resource_class", "state"], name="inventory_device_site_rc_idx"),
         ),
         migrations.AddConstraint(
-            model_name='device',
-            constraint=models.UniqueConstraint(fields=('site', 'hostname'), name='inventory_device_unique_hostname'),
+            model_name="device",
+            constraint=models.UniqueConstraint(fields=("site", "hostname"), name="inventory_device_unique_hostname"),
         ),
         migrations.AddConstraint(
-            model_name='device',
-            constraint=models.CheckConstraint(condition=models.Q(('state__in', ['staged', 'burn_in', 'accepted', 'in_service', 'maintenance', 'decommissioned'])), name='inventory_device_state_valid'),
+            model_name="device",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("state__in", ["staged", "burn_in", "accepted", "in_service", "maintenance", "decommissioned"])
+                ),
+                name="inventory_device_state_valid",
+            ),
         ),
     ]

@@ -6,79 +6,151 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('inventory', '0001_initial'),
+        ("inventory", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Job',
+            name="Job",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('workflow_name', models.CharField(choices=[('SingleNodeBurnInWorkflow', 'SINGLE_NODE'), ('MultiNodeBurnInCollectiveWorkflow', 'MULTI_NODE_COLLECTIVE')], max_length=64)),
-                ('status', models.CharField(choices=[('queued', 'QUEUED'), ('running', 'RUNNING'), ('succeeded', 'SUCCEEDED'), ('failed', 'FAILED'), ('cancelled', 'CANCELLED')], default='queued', max_length=16)),
-                ('parameters', models.JSONField(blank=True, default=dict)),
-                ('requested_by', models.CharField(default='system', max_length=200)),
-                ('reason', models.CharField(default='dispatch', help_text='dispatch, rerun or manual.', max_length=32)),
-                ('claimed_at', models.DateTimeField(blank=True, null=True)),
-                ('lease_expires_at', models.DateTimeField(blank=True, null=True)),
-                ('finished_at', models.DateTimeField(blank=True, null=True)),
-                ('failure_reason', models.TextField(blank=True, default='')),
-                ('satellite', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='jobs', to='inventory.satellite')),
-                ('site', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='jobs', to='inventory.site')),
-                ('topology', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='jobs', to='inventory.topology')),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                (
+                    "workflow_name",
+                    models.CharField(
+                        choices=[
+                            ("SingleNodeBurnInWorkflow", "SINGLE_NODE"),
+                            ("MultiNodeBurnInCollectiveWorkflow", "MULTI_NODE_COLLECTIVE"),
+                        ],
+                        max_length=64,
+                    ),
+                ),
+                (
+                    "status",
+                    models.CharField(
+                        choices=[
+                            ("queued", "QUEUED"),
+                            ("running", "RUNNING"),
+                            ("succeeded", "SUCCEEDED"),
+                            ("failed", "FAILED"),
+                            ("cancelled", "CANCELLED"),
+                        ],
+                        default="queued",
+                        max_length=16,
+                    ),
+                ),
+                ("parameters", models.JSONField(blank=True, default=dict)),
+                ("requested_by", models.CharField(default="system", max_length=200)),
+                ("reason", models.CharField(default="dispatch", help_text="dispatch, rerun or manual.", max_length=32)),
+                ("claimed_at", models.DateTimeField(blank=True, null=True)),
+                ("lease_expires_at", models.DateTimeField(blank=True, null=True)),
+                ("finished_at", models.DateTimeField(blank=True, null=True)),
+                ("failure_reason", models.TextField(blank=True, default="")),
+                (
+                    "satellite",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="jobs", to="inventory.satellite"
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="jobs", to="inventory.site"
+                    ),
+                ),
+                (
+                    "topology",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="jobs",
+                        to="inventory.topology",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-created_at', 'id'],
+                "ordering": ["-created_at", "id"],
             },
         ),
         migrations.CreateModel(
-            name='JobDevice',
+            name="JobDevice",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('active', models.BooleanField(default=True)),
-                ('device', models.ForeignKey(on_delete=django.db.models.deletion.PROTECT, related_name='job_devices', to='inventory.device')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='job_devices', to='jobs.job')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("active", models.BooleanField(default=True)),
+                (
+                    "device",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.PROTECT, related_name="job_devices", to="inventory.device"
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="job_devices", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'ordering': ['job', 'device'],
+                "ordering": ["job", "device"],
             },
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['satellite', 'status', 'created_at'], name='jobs_job_claim_idx'),
+            model_name="job",
+            index=models.Index(fields=["satellite", "status", "created_at"], name="jobs_job_claim_idx"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['status', 'lease_expires_at'], name='jobs_job_lease_idx'),
+            model_name="job",
+            index=models.Index(fields=["status", "lease_expires_at"], name="jobs_job_lease_idx"),
         ),
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['site', 'status'], name='jobs_job_site_status_idx'),
+            model_name="job",
+            index=models.Index(fields=["site", "status"], name="jobs_job_site_status_idx"),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('status__in', ['queued', 'running', 'succeeded', 'failed', 'cancelled'])), name='jobs_job_status_valid'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("status__in", ["queued", "running", "succeeded", "failed", "cancelled"])),
+                name="jobs_job_status_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(('workflow_name__in', ['SingleNodeBurnInWorkflow', 'MultiNodeBurnInCollectiveWorkflow'])), name='jobs_job_workflow_valid'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("workflow_name__in", ["SingleNodeBurnInWorkflow", "MultiNodeBurnInCollectiveWorkflow"])
+                ),
+                name="jobs_job_workflow_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='job',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('topology__isnull', False), ('workflow_name', 'MultiNodeBurnInCollectiveWorkflow')), models.Q(('topology__isnull', True), ('workflow_name', 'SingleNodeBurnInWorkflow')), _connector='OR'), name='jobs_job_topology_iff_multi_node'),
+            model_name="job",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("topology__isnull", False), ("workflow_name", "MultiNodeBurnInCollectiveWorkflow")),
+                    models.Q(("topology__isnull", True), ("workflow_name", "SingleNodeBurnInWorkflow")),
+                    _connector="OR",
+                ),
+                name="jobs_job_topology_iff_multi_node",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='jobdevice',
-            constraint=models.UniqueConstraint(fields=('job', 'device'), name='jobs_jobdevice_unique'),
+            model_name="jobdevice",
+            constraint=models.UniqueConstraint(fields=("job", "device"), name="jobs_jobdevice_unique"),
         ),
         migrations.AddConstraint(
-            model_name='jobdevice',
-            constraint=models.UniqueConstraint(condition=models.Q(('active', True)), fields=('device',), name='jobs_one_active_job_per_device'),
+            model_name="jobdevice",
+            constraint=models.UniqueConstraint(
+                condition=models.Q(("active", True)), fields=("device",), name="jobs_one_active_job_per_device"
+            ),
         ),
     ]

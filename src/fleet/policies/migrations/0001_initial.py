@@ -7,117 +7,246 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
-        ('inventory', '0001_initial'),
+        ("inventory", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='AcceptancePolicy',
+            name="AcceptancePolicy",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('resource_class', models.CharField(max_length=255, unique=True)),
-                ('description', models.TextField(blank=True, default='')),
-                ('version', models.PositiveIntegerField(default=1)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("resource_class", models.CharField(max_length=255, unique=True)),
+                ("description", models.TextField(blank=True, default="")),
+                ("version", models.PositiveIntegerField(default=1)),
             ],
             options={
-                'verbose_name_plural': 'acceptance policies',
-                'ordering': ['resource_class'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('version__gte', 1)), name='policies_policy_version_positive')],
+                "verbose_name_plural": "acceptance policies",
+                "ordering": ["resource_class"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("version__gte", 1)), name="policies_policy_version_positive"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='ParameterProfile',
+            name="ParameterProfile",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('resource_class', models.CharField(max_length=255)),
-                ('test', models.CharField(max_length=100)),
-                ('name', models.CharField(default='default', max_length=100)),
-                ('parameters', models.JSONField(blank=True, default=dict)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("resource_class", models.CharField(max_length=255)),
+                ("test", models.CharField(max_length=100)),
+                ("name", models.CharField(default="default", max_length=100)),
+                ("parameters", models.JSONField(blank=True, default=dict)),
             ],
             options={
-                'ordering': ['resource_class', 'test', '-created_at'],
-                'constraints': [models.UniqueConstraint(fields=('resource_class', 'test', 'name'), name='policies_parameter_profile_unique')],
+                "ordering": ["resource_class", "test", "-created_at"],
+                "constraints": [
+                    models.UniqueConstraint(
+                        fields=("resource_class", "test", "name"), name="policies_parameter_profile_unique"
+                    )
+                ],
             },
         ),
         migrations.CreateModel(
-            name='Requirement',
+            name="Requirement",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('name', models.CharField(max_length=100)),
-                ('gate', models.CharField(max_length=64)),
-                ('scope', models.CharField(choices=[('single_node', 'SINGLE_NODE'), ('multi_node', 'MULTI_NODE')], max_length=16)),
-                ('unit', models.CharField(blank=True, choices=[('nvlink-domain', 'NVLINK_DOMAIN'), ('pod', 'POD'), ('rack', 'RACK')], help_text='Multi-node only.', max_length=32, null=True)),
-                ('test', models.CharField(help_text='The test whose executions judge this requirement.', max_length=100)),
-                ('rerunnable', models.BooleanField(default=True)),
-                ('parameter_constraints', models.JSONField(blank=True, default=dict, help_text='e.g. {"duration_s": {"gte": 3600}}')),
-                ('retired_at', models.DateTimeField(blank=True, help_text='A retired requirement governs nothing; its projection rows go.', null=True)),
-                ('policy', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='requirements', to='policies.acceptancepolicy')),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("name", models.CharField(max_length=100)),
+                ("gate", models.CharField(max_length=64)),
+                (
+                    "scope",
+                    models.CharField(
+                        choices=[("single_node", "SINGLE_NODE"), ("multi_node", "MULTI_NODE")], max_length=16
+                    ),
+                ),
+                (
+                    "unit",
+                    models.CharField(
+                        blank=True,
+                        choices=[("nvlink-domain", "NVLINK_DOMAIN"), ("pod", "POD"), ("rack", "RACK")],
+                        help_text="Multi-node only.",
+                        max_length=32,
+                        null=True,
+                    ),
+                ),
+                (
+                    "test",
+                    models.CharField(help_text="The test whose executions judge this requirement.", max_length=100),
+                ),
+                ("rerunnable", models.BooleanField(default=True)),
+                (
+                    "parameter_constraints",
+                    models.JSONField(blank=True, default=dict, help_text='e.g. {"duration_s": {"gte": 3600}}'),
+                ),
+                (
+                    "retired_at",
+                    models.DateTimeField(
+                        blank=True,
+                        help_text="A retired requirement governs nothing; its projection rows go.",
+                        null=True,
+                    ),
+                ),
+                (
+                    "policy",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="requirements",
+                        to="policies.acceptancepolicy",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['policy__resource_class', 'name'],
+                "ordering": ["policy__resource_class", "name"],
             },
         ),
         migrations.CreateModel(
-            name='ThresholdRule',
+            name="ThresholdRule",
             fields=[
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('id', models.UUIDField(default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False)),
-                ('metric', models.CharField(max_length=100)),
-                ('statistic', models.CharField(blank=True, help_text="Null compares the metric's value; else e.g. min, p99.", max_length=32, null=True)),
-                ('comparator', models.CharField(choices=[('gt', 'gt'), ('lt', 'lt'), ('eq', 'eq'), ('gte', 'gte'), ('lte', 'lte')], max_length=8)),
-                ('threshold', models.JSONField(help_text='A number, or a string (string thresholds only with eq).')),
-                ('requirement', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='thresholds', to='policies.requirement')),
-                ('site', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.CASCADE, related_name='threshold_overrides', to='inventory.site')),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "id",
+                    models.UUIDField(
+                        default=fleet.core.models.new_uuid, editable=False, primary_key=True, serialize=False
+                    ),
+                ),
+                ("metric", models.CharField(max_length=100)),
+                (
+                    "statistic",
+                    models.CharField(
+                        blank=True,
+                        help_text="Null compares the metric's value; else e.g. min, p99.",
+                        max_length=32,
+                        null=True,
+                    ),
+                ),
+                (
+                    "comparator",
+                    models.CharField(
+                        choices=[("gt", "gt"), ("lt", "lt"), ("eq", "eq"), ("gte", "gte"), ("lte", "lte")], max_length=8
+                    ),
+                ),
+                ("threshold", models.JSONField(help_text="A number, or a string (string thresholds only with eq).")),
+                (
+                    "requirement",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="thresholds",
+                        to="policies.requirement",
+                    ),
+                ),
+                (
+                    "site",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="threshold_overrides",
+                        to="inventory.site",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['requirement', 'metric', 'statistic'],
+                "ordering": ["requirement", "metric", "statistic"],
             },
         ),
         migrations.AddIndex(
-            model_name='requirement',
-            index=models.Index(fields=['policy', 'gate'], name='policies_requirement_gate_idx'),
+            model_name="requirement",
+            index=models.Index(fields=["policy", "gate"], name="policies_requirement_gate_idx"),
         ),
         migrations.AddConstraint(
-            model_name='requirement',
-            constraint=models.UniqueConstraint(fields=('policy', 'name'), name='policies_requirement_unique_name'),
+            model_name="requirement",
+            constraint=models.UniqueConstraint(fields=("policy", "name"), name="policies_requirement_unique_name"),
         ),
         migrations.AddConstraint(
-            model_name='requirement',
-            constraint=models.CheckConstraint(condition=models.Q(('gate__regex', '^[a-z0-9][a-z0-9._-]*$')), name='policies_requirement_gate_format'),
+            model_name="requirement",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("gate__regex", "^[a-z0-9][a-z0-9._-]*$")), name="policies_requirement_gate_format"
+            ),
         ),
         migrations.AddConstraint(
-            model_name='requirement',
-            constraint=models.CheckConstraint(condition=models.Q(('scope__in', ['single_node', 'multi_node'])), name='policies_requirement_scope_valid'),
+            model_name="requirement",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("scope__in", ["single_node", "multi_node"])),
+                name="policies_requirement_scope_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='requirement',
-            constraint=models.CheckConstraint(condition=models.Q(models.Q(('gate', 'rack-acceptance'), ('scope', 'multi_node'), ('unit__isnull', False)), models.Q(('scope', 'single_node'), ('unit__isnull', True), models.Q(('gate', 'rack-acceptance'), _negated=True)), _connector='OR'), name='policies_requirement_multi_node_iff_unit_iff_rack_acceptance'),
+            model_name="requirement",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    models.Q(("gate", "rack-acceptance"), ("scope", "multi_node"), ("unit__isnull", False)),
+                    models.Q(
+                        ("scope", "single_node"),
+                        ("unit__isnull", True),
+                        models.Q(("gate", "rack-acceptance"), _negated=True),
+                    ),
+                    _connector="OR",
+                ),
+                name="policies_requirement_multi_node_iff_unit_iff_rack_acceptance",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='thresholdrule',
-            constraint=models.UniqueConstraint(fields=('requirement', 'metric', 'statistic', 'site'), name='policies_threshold_unique_rule', nulls_distinct=False),
+            model_name="thresholdrule",
+            constraint=models.UniqueConstraint(
+                fields=("requirement", "metric", "statistic", "site"),
+                name="policies_threshold_unique_rule",
+                nulls_distinct=False,
+            ),
         ),
         migrations.AddConstraint(
-            model_name='thresholdrule',
-            constraint=models.CheckConstraint(condition=models.Q(('comparator__in', ['gt', 'lt', 'eq', 'gte', 'lte'])), name='policies_threshold_comparator_valid'),
+            model_name="thresholdrule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("comparator__in", ["gt", "lt", "eq", "gte", "lte"])),
+                name="policies_threshold_comparator_valid",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='thresholdrule',
-            constraint=models.CheckConstraint(condition=django.db.models.lookups.In(models.Func(models.F('threshold'), function='jsonb_typeof', output_field=models.CharField()), ['number', 'string']), name='policies_threshold_number_or_string'),
+            model_name="thresholdrule",
+            constraint=models.CheckConstraint(
+                condition=django.db.models.lookups.In(
+                    models.Func(models.F("threshold"), function="jsonb_typeof", output_field=models.CharField()),
+                    ["number", "string"],
+                ),
+                name="policies_threshold_number_or_string",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='thresholdrule',
-            constraint=models.CheckConstraint(condition=models.Q(('comparator', 'eq'), django.db.models.lookups.In(models.Func(models.F('threshold'), function='jsonb_typeof', output_field=models.CharField()), ['number']), _connector='OR'), name='policies_threshold_string_only_with_eq'),
+            model_name="thresholdrule",
+            constraint=models.CheckConstraint(
+                condition=models.Q(
+                    ("comparator", "eq"),
+                    django.db.models.lookups.In(
+                        models.Func(models.F("threshold"), function="jsonb_typeof", output_field=models.CharField()),
+                        ["number"],
+                    ),
+                    _connector="OR",
+                ),
+                name="policies_threshold_string_only_with_eq",
+            ),
         ),
     ]

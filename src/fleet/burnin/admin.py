@@ -1,0 +1,39 @@
+"""Burn-in evidence and the projection are owned by agents and reconcile: read-only here."""
+
+from django.contrib import admin
+
+from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
+
+
+class AgentOwnedAdmin(admin.ModelAdmin):
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.fields]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(TestExecution)
+class TestExecutionAdmin(AgentOwnedAdmin):
+    list_display = ["id", "test", "requirement", "device", "topology", "status", "updated_at"]
+    list_filter = ["status", "test", "site"]
+    search_fields = ["id", "device__hostname", "topology__label", "requirement__name"]
+    list_select_related = ["requirement", "device", "topology"]
+
+
+@admin.register(EvaluationResult)
+class EvaluationResultAdmin(AgentOwnedAdmin):
+    list_display = ["execution", "passed", "evaluation_source_key", "materialised_at"]
+    list_filter = ["passed"]
+    search_fields = ["execution__id", "evaluation_source_key"]
+
+
+@admin.register(PolicyProgress)
+class PolicyProgressAdmin(AgentOwnedAdmin):
+    list_display = ["requirement", "device", "topology", "verdict", "policy_version", "reconciled_at"]
+    list_filter = ["verdict", "site", "resource_class", "gate"]
+    search_fields = ["device__hostname", "topology__label", "requirement__name"]
+    list_select_related = ["requirement", "device", "topology"]

@@ -1,0 +1,410 @@
+"""`fleet apply`: make the database hold what a fleet file declares, idempotently.
+
+Validation happens before any write (the document, then its references to the database); the
+writes run in one transaction. A policy's version rises once when anything that judges devices
+changed (requirements, thresholds, overrides, parameter constraints), never otherwise.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
+
+from fleet.fleetfile.document import (
+    DeviceDecl,
+    FleetDocument,
+    FleetFileError,
+    PolicyDecl,
+    RequirementDecl,
+    SiteDecl,
+)
+from fleet.inventory.models import (
+    Device,
+    DeviceState,
+    Satellite,
+    Site,
+    Topology,
+    TopologyMembership,
+)
+from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
+
+KINDS = ("sites", "satellites", "topologies", "devices", "policies", "requirements", "thresholds", "parameter_profiles")
+
+
+@dataclass
+class KindCounts:
+    created: int = 0
+    updated: int = 0
+    unchanged: int = 0
+    removed: int = 0
+
+
+@dataclass
+class ApplySummary:
+    dry_run: bool = False
+    counts: dict[str, KindCounts] = field(default_factory=lambda: {k: KindCounts() for k in KINDS})
+    policy_versions: dict[str, tuple[int | None, int]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return any(c.created or c.updated or c.removed for c in self.counts.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "counts": {k: vars(v) for k, v in self.counts.items()},
+            "policy_versions": {rc: {"from": old, "to": new} for rc, (old, new) in self.policy_versions.items()},
+            "notes": self.notes,
+        }
+
+
+class _DryRun(Exception):
+    pass
+
+
+def fleet_apply(*, document: FleetDocument, prune: bool = False, dry_run: bool = False) -> ApplySummary:
+    """Apply `document`; with `dry_run` compute the same summary and roll everything back."""
+    _check_references(document)
+    summary = ApplySummary(dry_run=dry_run)
+    try:
+        with transaction.atomic():
+            _Applier(summary, prune).apply(document)
+            if dry_run:
+                raise _DryRun
+    except _DryRun:
+        pass
+    return summary
+
+
+def _check_references(document: FleetDocument) -> None:
+    """Problems that need the database: override sites must exist (in the file or already)."""
+    declared = {site.slug for site in document.sites}
+    referenced = {
+        (p_index, r_index, t_index): threshold.site
+        for p_index, policy in enumerate(document.policies)
+        for r_index, requirement in enumerate(policy.requirements)
+        for t_index, threshold in enumerate(requirement.thresholds)
+        if threshold.site
+    }
+    known = declared | set(Site.objects.filter(slug__in=set(referenced.values())).values_list("slug", flat=True))
+    problems = [
+        (f"policies[{p}].requirements[{r}].thresholds[{t}].site", f"no site {slug!r} in the file or the database")
+        for (p, r, t), slug in referenced.items()
+        if slug not in known
+    ]
+    if problems:
+        raise FleetFileError(problems)
+
+
+class _Applier:
+    def __init__(self, summary: ApplySummary, prune: bool) -> None:
+        self.summary = summary
+        self.prune = prune
+        self.now = timezone.now()
+        self.site_ids: dict[str, Any] = {}
+
+    def count(self, kind: str, outcome: str, n: int = 1) -> None:
+        counts = self.summary.counts[kind]
+        setattr(counts, outcome, getattr(counts, outcome) + n)
+
+    def apply(self, document: FleetDocument) -> None:
+        for site in document.sites:
+            self.apply_site(site)
+        self.site_ids.update(dict(Site.objects.filter(slug__in=_override_slugs(document)).values_list("slug", "id")))
+        for policy in document.policies:
+            self.apply_policy(policy)
+        self.apply_profiles(document)
+
+    # --- inventory --------------------------------------------------------------------------
+
+    def apply_site(self, decl: SiteDecl) -> None:
+        site = Site.objects.filter(slug=decl.slug).first()
+        if site is None:
+            site = Site.objects.create(slug=decl.slug, name=decl.name)
+            self.count("sites", "created")
+        elif site.name != decl.name:
+            site.name = decl.name
+            site.save(update_fields=["name", "updated_at"])
+            self.count("sites", "updated")
+        else:
+            self.count("sites", "unchanged")
+        self.site_ids[site.slug] = site.id
+
+        satellites = {s.name: s for s in Satellite.objects.filter(site=site)}
+        for sat in decl.satellites:
+            if sat.name in satellites:
+                self.count("satellites", "unchanged")
+            else:
+                satellites[sat.name] = Satellite.objects.create(site=site, name=sat.name)
+                self.count("satellites", "created")
+
+        topologies = {(t.unit, t.label): t for t in Topology.objects.filter(site=site)}
+        for t in decl.topologies:
+            existing = topologies.get((t.unit, t.label))
+            satellite = satellites[t.satellite]
+            if existing is None:
+                topologies[(t.unit, t.label)] = Topology.objects.create(
+                    site=site, unit=t.unit, label=t.label, satellite=satellite
+                )
+                self.count("topologies", "created")
+            elif existing.satellite_id != satellite.id:
+                existing.satellite = satellite
+                existing.save(update_fields=["satellite", "updated_at"])
+                self.count("topologies", "updated")
+            else:
+                self.count("topologies", "unchanged")
+
+        self.apply_devices(site, decl.devices, satellites, topologies)
+        if self.prune:
+            self.prune_site(site, decl)
+
+    def apply_devices(self, site: Site, decls: list[DeviceDecl], satellites, topologies) -> None:
+        existing = {d.hostname: d for d in Device.objects.filter(site=site)}
+        memberships: dict[Any, dict[str, Any]] = defaultdict(dict)
+        for device_id, unit, topology_id in TopologyMembership.objects.filter(device__site=site).values_list(
+            "device_id", "unit", "topology_id"
+        ):
+            memberships[device_id][unit] = topology_id
+        to_create, to_update = [], []
+        for decl in decls:
+            satellite = satellites[decl.satellite]
+            device = existing.get(decl.hostname)
+            enrolled_at = (device.enrolled_at if device and device.enrolled_at else self.now) if decl.enrolled else None
+            fields = {
+                "serial": decl.serial,
+                "resource_class": decl.resource_class,
+                "satellite_id": satellite.id,
+                "state": decl.state,
+                "enrolled_at": enrolled_at,
+            }
+            wanted = {unit: topologies[(unit, label)].id for unit, label in decl.topologies.items()}
+            if device is None:
+                device = Device(site=site, hostname=decl.hostname, **fields)
+                to_create.append(device)
+                existing[decl.hostname] = device
+                self.count("devices", "created")
+                memberships_changed = self.set_memberships(device, {}, wanted)
+            else:
+                differs = any(getattr(device, k) != v for k, v in fields.items())
+                if differs:
+                    for k, v in fields.items():
+                        setattr(device, k, v)
+                    to_update.append(device)
+                memberships_changed = self.set_memberships(device, memberships.get(device.id, {}), wanted)
+                self.count("devices", "updated" if differs or memberships_changed else "unchanged")
+        Device.objects.bulk_create(to_create)
+        if to_update:
+            for device in to_update:
+                device.updated_at = self.now
+            Device.objects.bulk_update(
+                to_update, ["serial", "resource_class", "satellite_id", "state", "enrolled_at", "updated_at"]
+            )
+        self.flush_memberships()
+
+    _membership_adds: list[TopologyMembership]
+    _membership_removals: list[tuple[Any, str]]
+
+    def set_memberships(self, device: Device, current: dict[str, Any], wanted: dict[str, Any]) -> bool:
+        if not hasattr(self, "_membership_adds"):
+            self._membership_adds, self._membership_removals = [], []
+        changed = False
+        for unit, topology_id in current.items():
+            if wanted.get(unit) != topology_id:
+                self._membership_removals.append((device.id, unit))
+                changed = True
+        for unit, topology_id in wanted.items():
+            if current.get(unit) != topology_id:
+                self._membership_adds.append(TopologyMembership(device=device, topology_id=topology_id, unit=unit))
+                changed = True
+        return changed
+
+    def flush_memberships(self) -> None:
+        removals = getattr(self, "_membership_removals", [])
+        for device_id, unit in removals:
+            TopologyMembership.objects.filter(device_id=device_id, unit=unit).delete()
+        TopologyMembership.objects.bulk_create(getattr(self, "_membership_adds", []))
+        self._membership_adds, self._membership_removals = [], []
+
+    def prune_site(self, site: Site, decl: SiteDecl) -> None:
+        from fleet.burnin.models import TestExecution
+        from fleet.jobs.models import Job, JobDevice
+
+        declared_hosts = {d.hostname for d in decl.devices}
+        absent = (
+            Device.objects.filter(site=site)
+            .exclude(hostname__in=declared_hosts)
+            .annotate(
+                has_history=Exists(TestExecution.objects.filter(device=OuterRef("pk")))
+                | Exists(JobDevice.objects.filter(device=OuterRef("pk")))
+            )
+        )
+        for device in absent:
+            if device.has_history:
+                if device.state != DeviceState.DECOMMISSIONED:
+                    device.state = DeviceState.DECOMMISSIONED
+                    device.save(update_fields=["state", "updated_at"])
+                    self.count("devices", "removed")
+                    self.summary.notes.append(
+                        f"{site.slug}/{device.hostname} has burn-in history: decommissioned, not deleted"
+                    )
+            else:
+                device.delete()
+                self.count("devices", "removed")
+        declared_topologies = {(t.unit, t.label) for t in decl.topologies}
+        for topology in Topology.objects.filter(site=site).annotate(
+            has_history=Exists(TestExecution.objects.filter(topology=OuterRef("pk")))
+            | Exists(Job.objects.filter(topology=OuterRef("pk")))
+        ):
+            if (topology.unit, topology.label) in declared_topologies:
+                continue
+            if topology.has_history:
+                emptied, _ = TopologyMembership.objects.filter(topology=topology).delete()
+                if emptied:
+                    self.count("topologies", "removed")
+                    self.summary.notes.append(
+                        f"{site.slug}/{topology.unit}:{topology.label} has burn-in history: emptied, not deleted"
+                    )
+            else:
+                topology.delete()
+                self.count("topologies", "removed")
+
+    # --- policies ---------------------------------------------------------------------------
+
+    def apply_policy(self, decl: PolicyDecl) -> None:
+        policy = AcceptancePolicy.objects.filter(resource_class=decl.resource_class).first()
+        created = policy is None
+        if created:
+            policy = AcceptancePolicy.objects.create(resource_class=decl.resource_class, description=decl.description)
+            self.count("policies", "created")
+        requirements = {r.name: r for r in Requirement.objects.filter(policy=policy)}
+        rules_by_requirement: dict[Any, dict[tuple, ThresholdRule]] = defaultdict(dict)
+        for rule in ThresholdRule.objects.filter(requirement__policy=policy):
+            rules_by_requirement[rule.requirement_id][(rule.metric, rule.statistic, rule.site_id)] = rule
+
+        judged_change = False
+        for req_decl in decl.requirements:
+            requirement = requirements.get(req_decl.name)
+            judged_change |= self.apply_requirement(policy, requirement, req_decl, rules_by_requirement)
+        declared = {r.name for r in decl.requirements}
+        for name, requirement in requirements.items():
+            if name not in declared and requirement.retired_at is None:
+                requirement.retired_at = self.now
+                requirement.save(update_fields=["retired_at", "updated_at"])
+                self.count("requirements", "removed")
+                self.summary.notes.append(f"{decl.resource_class}: requirement {name!r} retired (absent from the file)")
+                judged_change = True
+
+        if created:
+            self.summary.policy_versions[policy.resource_class] = (None, policy.version)
+            return
+        description_changed = policy.description != decl.description
+        if judged_change:
+            old = policy.version
+            policy.version = old + 1
+            self.summary.policy_versions[policy.resource_class] = (old, policy.version)
+        if judged_change or description_changed:
+            policy.description = decl.description
+            policy.save(update_fields=["version", "description", "updated_at"])
+            self.count("policies", "updated")
+        else:
+            self.count("policies", "unchanged")
+
+    def apply_requirement(self, policy, requirement, decl: RequirementDecl, rules_by_requirement) -> bool:
+        """Create or update one requirement and its rules; True when anything that judges changed."""
+        fields = {
+            "gate": decl.gate,
+            "scope": decl.scope,
+            "unit": decl.unit,
+            "test": decl.test,
+            "rerunnable": decl.rerunnable,
+            "parameter_constraints": decl.parameter_constraints,
+        }
+        changed = False
+        if requirement is None:
+            requirement = Requirement.objects.create(
+                policy=policy, name=decl.name, retired_at=self.now if decl.retired else None, **fields
+            )
+            self.count("requirements", "created")
+            changed = True
+        else:
+            differs = any(getattr(requirement, k) != v for k, v in fields.items())
+            if decl.retired != (requirement.retired_at is not None):
+                requirement.retired_at = self.now if decl.retired else None
+                differs = True
+            if differs:
+                for k, v in fields.items():
+                    setattr(requirement, k, v)
+                requirement.save()
+                self.count("requirements", "updated")
+                changed = True
+            else:
+                self.count("requirements", "unchanged")
+
+        current = rules_by_requirement.get(requirement.id, {})
+        wanted = {(t.metric, t.statistic, self.site_ids.get(t.site) if t.site else None): t for t in decl.thresholds}
+        for key, t in wanted.items():
+            rule = current.get(key)
+            if rule is None:
+                ThresholdRule.objects.create(
+                    requirement=requirement,
+                    metric=t.metric,
+                    statistic=t.statistic,
+                    comparator=t.comparator,
+                    threshold=t.threshold,
+                    site_id=key[2],
+                )
+                self.count("thresholds", "created")
+                changed = True
+            elif rule.comparator != t.comparator or not _same_value(rule.threshold, t.threshold):
+                rule.comparator, rule.threshold = t.comparator, t.threshold
+                rule.save(update_fields=["comparator", "threshold", "updated_at"])
+                self.count("thresholds", "updated")
+                changed = True
+            else:
+                self.count("thresholds", "unchanged")
+        stale = [rule.id for key, rule in current.items() if key not in wanted]
+        if stale:
+            ThresholdRule.objects.filter(id__in=stale).delete()
+            self.count("thresholds", "removed", len(stale))
+            changed = True
+        return changed
+
+    def apply_profiles(self, document: FleetDocument) -> None:
+        existing = {(p.resource_class, p.test, p.name): p for p in ParameterProfile.objects.all()}
+        for decl in document.parameter_profiles:
+            profile = existing.get((decl.resource_class, decl.test, decl.name))
+            if profile is None:
+                ParameterProfile.objects.create(
+                    resource_class=decl.resource_class, test=decl.test, name=decl.name, parameters=decl.parameters
+                )
+                self.count("parameter_profiles", "created")
+            elif profile.parameters != decl.parameters:
+                profile.parameters = decl.parameters
+                profile.save(update_fields=["parameters", "updated_at"])
+                self.count("parameter_profiles", "updated")
+            else:
+                self.count("parameter_profiles", "unchanged")
+
+
+def _override_slugs(document: FleetDocument) -> set[str]:
+    return {t.site for p in document.policies for r in p.requirements for t in r.thresholds if t.site}
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    return (
+        type(a) is type(b)
+        and a == b
+        or (
+            isinstance(a, (int, float))
+            and isinstance(b, (int, float))
+            and not isinstance(a, bool)
+            and not isinstance(b, bool)
+            and a == b
+        )
+    )

@@ -1,0 +1,462 @@
+"""The fleet file: parsing and whole-file validation into plain declarations.
+
+Every problem is collected with its location (`sites[0].devices[3].resource_class: ...`) so an
+operator fixes a file in one pass; nothing is written unless the file is clean.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from fleet.inventory.models import SLUG_PATTERN, DeviceState, TopologyUnit
+from fleet.policies.models import GATE_PATTERN, RACK_ACCEPTANCE, Comparator, RequirementScope
+
+CONSTRAINT_OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
+
+
+@dataclass(frozen=True)
+class ThresholdDecl:
+    metric: str
+    statistic: str | None
+    comparator: str
+    threshold: float | int | str
+    site: str | None = None
+
+
+@dataclass
+class RequirementDecl:
+    name: str
+    gate: str
+    scope: str
+    unit: str | None
+    test: str
+    rerunnable: bool
+    parameter_constraints: dict[str, Any]
+    retired: bool
+    thresholds: list[ThresholdDecl]
+
+
+@dataclass
+class PolicyDecl:
+    resource_class: str
+    description: str
+    requirements: list[RequirementDecl]
+
+
+@dataclass
+class ProfileDecl:
+    resource_class: str
+    test: str
+    name: str
+    parameters: dict[str, Any]
+
+
+@dataclass
+class SatelliteDecl:
+    name: str
+
+
+@dataclass
+class TopologyDecl:
+    unit: str
+    label: str
+    satellite: str
+
+
+@dataclass
+class DeviceDecl:
+    hostname: str
+    serial: str
+    resource_class: str
+    satellite: str
+    state: str
+    enrolled: bool
+    topologies: dict[str, str]
+
+
+@dataclass
+class SiteDecl:
+    slug: str
+    name: str
+    satellites: list[SatelliteDecl]
+    topologies: list[TopologyDecl]
+    devices: list[DeviceDecl]
+
+
+@dataclass
+class FleetDocument:
+    sites: list[SiteDecl] = field(default_factory=list)
+    policies: list[PolicyDecl] = field(default_factory=list)
+    parameter_profiles: list[ProfileDecl] = field(default_factory=list)
+
+
+class FleetFileError(Exception):
+    """The file is not valid; `problems` lists every (location, message)."""
+
+    def __init__(self, problems: list[tuple[str, str]]) -> None:
+        self.problems = problems
+        super().__init__(f"{len(problems)} problem(s) in the fleet file")
+
+    def __str__(self) -> str:
+        return "\n".join(f"{where}: {message}" if where else message for where, message in self.problems)
+
+
+_MISSING = object()
+
+
+class _Reader:
+    """Reads typed values from nested YAML, recording problems instead of raising."""
+
+    def __init__(self) -> None:
+        self.problems: list[tuple[str, str]] = []
+
+    def problem(self, where: str, message: str) -> None:
+        self.problems.append((where, message))
+
+    def mapping(self, value: Any, where: str, allowed: set[str]) -> dict[str, Any] | None:
+        if not isinstance(value, dict):
+            self.problem(where, f"must be a mapping, got {_type_name(value)}")
+            return None
+        for key in value:
+            if key not in allowed:
+                self.problem(
+                    f"{where}.{key}" if where else str(key), f"unknown key (allowed: {', '.join(sorted(allowed))})"
+                )
+        return value
+
+    def items(self, parent: dict[str, Any], key: str, where: str, required: bool = False) -> list[tuple[str, Any]]:
+        at = f"{where}.{key}" if where else key
+        value = parent.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            if required:
+                self.problem(at, "is required")
+            return []
+        if not isinstance(value, list):
+            self.problem(at, f"must be a list, got {_type_name(value)}")
+            return []
+        return [(f"{at}[{index}]", item) for index, item in enumerate(value)]
+
+    def string(
+        self,
+        parent: dict[str, Any],
+        key: str,
+        where: str,
+        *,
+        required: bool = True,
+        default: str | None = None,
+        pattern: str | None = None,
+        max_length: int | None = None,
+        choices: list[str] | None = None,
+    ) -> str | None:
+        at = f"{where}.{key}"
+        value = parent.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            if required:
+                self.problem(at, "is required")
+            return default
+        if not isinstance(value, str):
+            self.problem(at, f"must be a string, got {_type_name(value)}")
+            return default
+        if required and not value.strip():
+            self.problem(at, "must not be empty")
+            return default
+        if max_length is not None and len(value) > max_length:
+            self.problem(at, f"must be at most {max_length} characters, got {len(value)}")
+        if pattern is not None and not re.match(pattern, value):
+            self.problem(at, f"{value!r} does not match {pattern}")
+        if choices is not None and value not in choices:
+            self.problem(at, f"{value!r} is not one of: {', '.join(choices)}")
+        return value
+
+    def boolean(self, parent: dict[str, Any], key: str, where: str, default: bool) -> bool:
+        value = parent.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return default
+        if not isinstance(value, bool):
+            self.problem(f"{where}.{key}", f"must be true or false, got {_type_name(value)}")
+            return default
+        return value
+
+    def object(self, parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
+        value = parent.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return {}
+        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+            self.problem(f"{where}.{key}", f"must be a mapping with string keys, got {_type_name(value)}")
+            return {}
+        return value
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}.get(
+        type(value), type(value).__name__
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def parse_text(text: str) -> FleetDocument:
+    """Parse and validate a fleet file; raise FleetFileError listing every problem."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise FleetFileError([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from exc
+    if raw is None:
+        raw = {}
+    reader = _Reader()
+    document = _read_document(reader, raw)
+    if reader.problems:
+        raise FleetFileError(reader.problems)
+    return document
+
+
+def _read_document(r: _Reader, raw: Any) -> FleetDocument:
+    top = r.mapping(raw, "", {"sites", "policies", "parameter_profiles"})
+    if top is None:
+        return FleetDocument()
+    sites = _present([(w, _read_site(r, w, item)) for w, item in r.items(top, "sites", "")])
+    policies = _present([(w, _read_policy(r, w, item)) for w, item in r.items(top, "policies", "")])
+    profiles = _present([(w, _read_profile(r, w, item)) for w, item in r.items(top, "parameter_profiles", "")])
+    _check_unique(r, [(w, s.slug) for w, s in sites], "slug", "site")
+    _check_unique(r, [(w, p.resource_class) for w, p in policies], "resource_class", "policy for resource class")
+    _check_unique(
+        r,
+        [(w, (p.resource_class, p.test, p.name)) for w, p in profiles],
+        "name",
+        "parameter profile (resource_class, test, name)",
+    )
+    return FleetDocument(
+        sites=[s for _, s in sites],
+        policies=[p for _, p in policies],
+        parameter_profiles=[p for _, p in profiles],
+    )
+
+
+def _check_unique(r: _Reader, keyed: list[tuple[str, Any]], field_name: str, what: str) -> None:
+    seen: dict[Any, str] = {}
+    for where, key in keyed:
+        if key is None:
+            continue
+        if key in seen:
+            r.problem(f"{where}.{field_name}", f"duplicate {what} {key!r} (first at {seen[key]})")
+        else:
+            seen[key] = where
+
+
+def _present(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+    return [(where, decl) for where, decl in pairs if decl is not None]
+
+
+def _read_site(r: _Reader, where: str, raw: Any) -> SiteDecl | None:
+    m = r.mapping(raw, where, {"slug", "name", "satellites", "topologies", "devices"})
+    if m is None:
+        return None
+    slug = r.string(m, "slug", where, pattern=SLUG_PATTERN, max_length=100)
+    satellites = []
+    for w, item in r.items(m, "satellites", where):
+        sm = r.mapping(item, w, {"name"})
+        if sm is not None:
+            satellites.append((w, SatelliteDecl(name=r.string(sm, "name", w, max_length=100))))
+    _check_unique(r, [(w, s.name) for w, s in satellites], "name", "satellite")
+    satellite_names = [s.name for _, s in satellites if s.name]
+    default_satellite = satellite_names[0] if len(satellite_names) == 1 else None
+
+    def satellite_ref(mapping: dict[str, Any], w: str) -> str:
+        name = r.string(mapping, "satellite", w, required=False, max_length=100)
+        if name is None:
+            if default_satellite is None:
+                r.problem(f"{w}.satellite", "is required when the site does not have exactly one satellite")
+                return ""
+            return default_satellite
+        if name not in satellite_names:
+            r.problem(f"{w}.satellite", f"{name!r} is not a satellite of this site")
+        return name
+
+    topologies = []
+    for w, item in r.items(m, "topologies", where):
+        tm = r.mapping(item, w, {"unit", "label", "satellite"})
+        if tm is None:
+            continue
+        topologies.append(
+            (
+                w,
+                TopologyDecl(
+                    unit=r.string(tm, "unit", w, choices=TopologyUnit.values),
+                    label=r.string(tm, "label", w, max_length=100),
+                    satellite=satellite_ref(tm, w),
+                ),
+            )
+        )
+    _check_unique(r, [(w, (t.unit, t.label)) for w, t in topologies], "label", "topology")
+    labels_by_unit: dict[str, set[str]] = {}
+    for _, t in topologies:
+        labels_by_unit.setdefault(t.unit, set()).add(t.label)
+
+    devices = []
+    for w, item in r.items(m, "devices", where):
+        dm = r.mapping(
+            item, w, {"hostname", "serial", "resource_class", "satellite", "state", "enrolled", "topologies"}
+        )
+        if dm is None:
+            continue
+        memberships = r.object(dm, "topologies", w)
+        for unit, label in memberships.items():
+            at = f"{w}.topologies.{unit}"
+            if unit not in TopologyUnit.values:
+                r.problem(at, f"{unit!r} is not a topology unit ({', '.join(TopologyUnit.values)})")
+            elif not isinstance(label, str):
+                r.problem(at, f"must be a topology label, got {_type_name(label)}")
+            elif label not in labels_by_unit.get(unit, set()):
+                r.problem(at, f"no {unit} topology labelled {label!r} in this site")
+        devices.append(
+            (
+                w,
+                DeviceDecl(
+                    hostname=r.string(dm, "hostname", w, max_length=255),
+                    serial=r.string(dm, "serial", w, required=False, default="", max_length=128) or "",
+                    resource_class=r.string(dm, "resource_class", w, max_length=255),
+                    satellite=satellite_ref(dm, w),
+                    state=r.string(
+                        dm, "state", w, required=False, default=DeviceState.STAGED, choices=DeviceState.values
+                    ),
+                    enrolled=r.boolean(dm, "enrolled", w, default=False),
+                    topologies={str(k): v for k, v in memberships.items()},
+                ),
+            )
+        )
+    _check_unique(r, [(w, d.hostname) for w, d in devices], "hostname", "hostname")
+    return SiteDecl(
+        slug=slug,
+        name=r.string(m, "name", where, required=False, default=slug, max_length=200) or slug or "",
+        satellites=[s for _, s in satellites],
+        topologies=[t for _, t in topologies],
+        devices=[d for _, d in devices],
+    )
+
+
+def _read_policy(r: _Reader, where: str, raw: Any) -> PolicyDecl | None:
+    m = r.mapping(raw, where, {"resource_class", "description", "requirements"})
+    if m is None:
+        return None
+    requirements = [(w, _read_requirement(r, w, item)) for w, item in r.items(m, "requirements", where, required=True)]
+    requirements = [(w, q) for w, q in requirements if q is not None]
+    _check_unique(r, [(w, q.name) for w, q in requirements], "name", "requirement")
+    return PolicyDecl(
+        resource_class=r.string(m, "resource_class", where, max_length=255),
+        description=r.string(m, "description", where, required=False, default="") or "",
+        requirements=[q for _, q in requirements],
+    )
+
+
+def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | None:
+    m = r.mapping(
+        raw,
+        where,
+        {
+            "name",
+            "gate",
+            "scope",
+            "unit",
+            "test",
+            "rerunnable",
+            "parameter_constraints",
+            "retired",
+            "thresholds",
+        },
+    )
+    if m is None:
+        return None
+    name = r.string(m, "name", where, max_length=100)
+    gate = r.string(m, "gate", where, pattern=GATE_PATTERN, max_length=64)
+    scope = r.string(
+        m, "scope", where, required=False, default=RequirementScope.SINGLE_NODE, choices=RequirementScope.values
+    )
+    unit = r.string(m, "unit", where, required=False, choices=TopologyUnit.values)
+    if scope == RequirementScope.MULTI_NODE:
+        if unit is None:
+            r.problem(f"{where}.unit", "is required for a multi_node requirement")
+        if gate is not None and gate != RACK_ACCEPTANCE:
+            r.problem(f"{where}.gate", f"multi_node requirements belong to gate {RACK_ACCEPTANCE!r}")
+    elif scope == RequirementScope.SINGLE_NODE:
+        if unit is not None:
+            r.problem(f"{where}.unit", "only multi_node requirements name a topology unit")
+        if gate == RACK_ACCEPTANCE:
+            r.problem(f"{where}.gate", f"gate {RACK_ACCEPTANCE!r} is for multi_node requirements")
+    constraints = r.object(m, "parameter_constraints", where)
+    for parameter, condition in constraints.items():
+        at = f"{where}.parameter_constraints.{parameter}"
+        if not isinstance(condition, dict) or not condition:
+            r.problem(at, f"must map operators ({', '.join(CONSTRAINT_OPERATORS)}) to values")
+            continue
+        for operator, value in condition.items():
+            if operator not in CONSTRAINT_OPERATORS:
+                r.problem(f"{at}.{operator}", f"unknown operator (use {', '.join(CONSTRAINT_OPERATORS)})")
+            elif operator in ("gt", "gte", "lt", "lte") and not _is_number(value):
+                r.problem(f"{at}.{operator}", "must be a number")
+            elif operator == "in" and not isinstance(value, list):
+                r.problem(f"{at}.{operator}", "must be a list")
+    thresholds = [(w, _read_threshold(r, w, item)) for w, item in r.items(m, "thresholds", where, required=True)]
+    thresholds = [(w, t) for w, t in thresholds if t is not None]
+    if not thresholds and isinstance(m.get("thresholds"), list):
+        r.problem(f"{where}.thresholds", "a requirement needs at least one threshold to judge anything")
+    _check_unique(
+        r,
+        [(w, (t.metric, t.statistic, t.site)) for w, t in thresholds],
+        "metric",
+        "rule for this metric, statistic and site",
+    )
+    return RequirementDecl(
+        name=name,
+        gate=gate,
+        scope=scope,
+        unit=unit,
+        test=r.string(m, "test", where, max_length=100),
+        rerunnable=r.boolean(m, "rerunnable", where, default=True),
+        parameter_constraints=constraints,
+        retired=r.boolean(m, "retired", where, default=False),
+        thresholds=[t for _, t in thresholds],
+    )
+
+
+def _read_threshold(r: _Reader, where: str, raw: Any) -> ThresholdDecl | None:
+    m = r.mapping(raw, where, {"metric", "statistic", "comparator", "threshold", "site"})
+    if m is None:
+        return None
+    comparator = r.string(m, "comparator", where, choices=Comparator.values)
+    threshold = m.get("threshold", _MISSING)
+    if threshold is _MISSING or threshold is None:
+        r.problem(f"{where}.threshold", "is required")
+        threshold = 0
+    elif isinstance(threshold, str):
+        if comparator is not None and comparator != Comparator.EQ:
+            r.problem(f"{where}.threshold", "a string threshold can only be compared with eq")
+    elif not _is_number(threshold):
+        r.problem(f"{where}.threshold", f"must be a finite number or a string, got {_type_name(threshold)}")
+    return ThresholdDecl(
+        metric=r.string(m, "metric", where, max_length=100),
+        statistic=r.string(m, "statistic", where, required=False, max_length=32),
+        comparator=comparator,
+        threshold=threshold,
+        site=r.string(m, "site", where, required=False, pattern=SLUG_PATTERN),
+    )
+
+
+def _read_profile(r: _Reader, where: str, raw: Any) -> ProfileDecl | None:
+    m = r.mapping(raw, where, {"resource_class", "test", "name", "parameters"})
+    if m is None:
+        return None
+    return ProfileDecl(
+        resource_class=r.string(m, "resource_class", where, max_length=255),
+        test=r.string(m, "test", where, max_length=100),
+        name=r.string(m, "name", where, required=False, default="default", max_length=100) or "default",
+        parameters=r.object(m, "parameters", where),
+    )

@@ -1,0 +1,70 @@
+from rest_framework import serializers
+
+from fleet.inventory.models import Device, Satellite, Site, Topology
+
+
+class SiteSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = Site
+        fields = ["id", "slug", "name", "created_at", "updated_at"]
+
+
+class AdvertisedWorkflowSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=100)
+    version = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+
+
+class SatelliteSerializer(serializers.ModelSerializer):
+    site_slug = serializers.CharField(source="site.slug", read_only=True)
+    advertised_workflows = AdvertisedWorkflowSerializer(many=True, read_only=True)
+
+    class Meta:
+        model = Satellite
+        fields = ["id", "site", "site_slug", "name", "advertised_workflows", "agent_version", "last_seen_at"]
+
+
+class TopologySerializer(serializers.ModelSerializer):
+    satellite_name = serializers.CharField(source="satellite.name", read_only=True)
+
+    class Meta:
+        model = Topology
+        fields = ["id", "site", "unit", "label", "satellite", "satellite_name"]
+
+
+class DeviceTopologySerializer(serializers.Serializer):
+    id = serializers.UUIDField(source="topology_id")
+    unit = serializers.CharField()
+    label = serializers.CharField(source="topology.label")
+
+
+class DeviceSerializer(serializers.ModelSerializer):
+    site_slug = serializers.CharField(source="site.slug", read_only=True)
+    satellite_name = serializers.CharField(source="satellite.name", read_only=True)
+    enrolled = serializers.BooleanField(source="is_enrolled", read_only=True)
+    topologies = DeviceTopologySerializer(source="memberships", many=True, read_only=True)
+
+    class Meta:
+        model = Device
+        fields = [
+            "id",
+            "site",
+            "site_slug",
+            "satellite",
+            "satellite_name",
+            "hostname",
+            "serial",
+            "resource_class",
+            "state",
+            "enrolled_at",
+            "enrolled",
+            "topologies",
+            "created_at",
+            "updated_at",
+        ]
+
+
+class SatelliteHeartbeatRequestSerializer(serializers.Serializer):
+    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
+    satellite_name = serializers.CharField(max_length=100)
+    workflows = AdvertisedWorkflowSerializer(many=True)
+    agent_version = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")

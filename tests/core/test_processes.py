@@ -1,0 +1,70 @@
+"""The processes the README starts: `fleet serve` (gunicorn) and the embedded database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import httpx
+
+from tests.helpers import REPO, start_server, stop
+
+
+def test_fleet_serve_serves_schema_and_offline_swagger_ui(db):
+    process, base = start_server()
+    try:
+        schema = httpx.get(f"{base}/api/schema/")
+        assert schema.status_code == 200
+        assert schema.text.startswith("openapi: 3.0.3")
+        as_json = httpx.get(f"{base}/api/schema/?format=json").json()
+        assert as_json["openapi"] == "3.0.3"
+        assert "/api/v1/devices/" in as_json["paths"]
+        docs = httpx.get(f"{base}/api/docs/")
+        assert docs.status_code == 200
+        assert "swagger-ui" in docs.text
+        bundle = next(part.split('"')[0] for part in docs.text.split('src="')[1:] if "swagger-ui-bundle" in part)
+        assert bundle.startswith("/static/"), "Swagger UI must come from local static files"
+        assert httpx.get(f"{base}{bundle}").status_code == 200
+        missing = httpx.get(f"{base}/api/v1/nothing/")
+        assert missing.status_code == 404 and missing.json()["code"] == "not_found"
+    finally:
+        output = stop(process)
+    assert "gunicorn" in output.lower() or "Booting worker" in output
+
+
+def test_two_processes_started_at_once_share_one_embedded_server(tmp_path):
+    script = (
+        "import json, time, django; django.setup()\n"
+        "from django.db import connection\n"
+        "with connection.cursor() as c:\n"
+        "    c.execute(\"select pg_postmaster_start_time()::text, current_setting('data_directory')\")\n"
+        "    started, data_dir = c.fetchone()\n"
+        "print(json.dumps({'started': started, 'data_dir': data_dir}))\n"
+        "time.sleep(1.0)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "XDG_RUNTIME_DIR"}}
+    env.update(
+        {"DJANGO_SETTINGS_MODULE": "fleet.settings", "FLEET_DATA_DIR": str(tmp_path / "data"), "SECRET_KEY": "x" * 50}
+    )
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", script], env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        for _ in range(2)
+    ]
+    outputs = [p.communicate(timeout=120) for p in processes]
+    for process, (_out, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err
+    answers = [json.loads(out.strip().splitlines()[-1]) for out, _ in outputs]
+    assert answers[0] == answers[1], "both processes must talk to one server"
+    assert answers[0]["data_dir"] == str(tmp_path / "data" / "postgres")
+    assert any("Embedded PostgreSQL" in err and str(tmp_path / "data" / "postgres") in err for _, err in outputs)
+
+    pidfile = tmp_path / "data" / "postgres" / "postmaster.pid"
+    deadline = time.monotonic() + 15
+    while pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not pidfile.exists(), "the last process to detach must stop the embedded server"

@@ -1,0 +1,66 @@
+"""`fleet satellite-credentials`: a real client-credentials client bound to one satellite."""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from fleet.inventory.models import SatelliteCredential
+
+
+def token_for(api, client_id, secret, scope="fleet:read job:run"):
+    basic = base64.b64encode(f"{client_id}:{secret}".encode()).decode()
+    return api.post(
+        "/o/token/",
+        {"grant_type": "client_credentials", "scope": scope},
+        format="multipart",
+        HTTP_AUTHORIZATION=f"Basic {basic}",
+    )
+
+
+def issue(site, satellite) -> dict:
+    out = io.StringIO()
+    call_command("satellite-credentials", site, satellite, "--json", stdout=out)
+    return json.loads(out.getvalue())
+
+
+def test_issued_credentials_get_a_token_bound_to_the_satellite(fleet, api):
+    satellite = fleet.satellite(fleet.site("lon-1"), "sat-a")
+    creds = issue("lon-1", "sat-a")
+    assert set(creds) == {"client_id", "client_secret"}
+    assert SatelliteCredential.objects.get(satellite=satellite).application.client_id == creds["client_id"]
+    response = token_for(api, creds["client_id"], creds["client_secret"])
+    assert response.status_code == 200, response.content
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {response.json()['access_token']}")
+    me = api.get("/api/v1/auth/whoami/").json()
+    assert (me["site_slug"], me["satellite_name"]) == ("lon-1", "sat-a")
+
+
+def test_rotation_invalidates_the_old_secret_and_its_tokens(fleet, api):
+    fleet.satellite(fleet.site("lon-1"), "sat-a")
+    old = issue("lon-1", "sat-a")
+    token = token_for(api, old["client_id"], old["client_secret"]).json()["access_token"]
+    new = issue("lon-1", "sat-a")
+    assert new["client_id"] == old["client_id"] and new["client_secret"] != old["client_secret"]
+    assert token_for(api, old["client_id"], old["client_secret"]).status_code == 401
+    assert token_for(api, new["client_id"], new["client_secret"]).status_code == 200
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert api.get("/api/v1/auth/whoami/").status_code == 401
+
+
+def test_unknown_satellite_is_a_clear_error(fleet):
+    fleet.site("lon-1")
+    with pytest.raises(CommandError, match="no satellite 'sat-x' at site 'lon-1'"):
+        issue("lon-1", "sat-x")
+
+
+def test_plain_output_shows_the_secret_once(fleet):
+    fleet.satellite(fleet.site("lon-1"), "sat-a")
+    out = io.StringIO()
+    call_command("satellite-credentials", "lon-1", "sat-a", stdout=out)
+    text = out.getvalue()
+    assert "client_id:" in text and "client_secret:" in text and "will not be shown again" in text
