@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from itertools import count
+from uuid import UUID, uuid4
 
 from django.utils import timezone
 
@@ -91,3 +92,81 @@ class FleetBuilder:
         return ParameterProfile.objects.create(
             resource_class=resource_class, test=test, name=name, parameters=parameters
         )
+
+    # --- burn-in evidence ---------------------------------------------------------------------
+
+    def execution(
+        self,
+        requirement: Requirement,
+        *,
+        device: Device | None = None,
+        topology: Topology | None = None,
+        status: str = "completed",
+        metrics: dict | None = None,
+        job=None,
+        execution_id: UUID | None = None,
+        error: str = "",
+    ):
+        """Report an execution through the service, as an agent would."""
+        from fleet.burnin.executions import ExecutionReport, execution_report
+
+        now = timezone.now()
+        report = ExecutionReport(
+            requirement=requirement.name,
+            test=None,
+            device_id=device.id if device else None,
+            topology_id=topology.id if topology else None,
+            job_id=job.id if job else None,
+            status=status,
+            parameters={},
+            metrics=metrics if metrics is not None else {"diag_failed_tests": {"value": 0}},
+            error=error,
+            started_at=now,
+            finished_at=None if status == "running" else now,
+        )
+        return execution_report(
+            execution_id=execution_id or uuid4(), report=report, actor=None, reported_by="test"
+        ).execution
+
+    def source_key(self, requirement: Requirement, site: Site) -> str:
+        from fleet.policies.resolution import load_resolutions
+
+        return load_resolutions([(requirement.id, site.id)])[(requirement.id, site.id)].key
+
+
+def passing_payload(metric: str = "diag_failed_tests", threshold=0, comparator: str = "eq") -> dict:
+    return {
+        "passed": True,
+        "reason": None,
+        "metric_evaluations": {
+            metric: {
+                "passed": True,
+                "value_evaluation": {"passed": True, "threshold": threshold, "comparator": comparator},
+                "statistic_evaluations": None,
+            }
+        },
+    }
+
+
+def failing_payload(metric: str = "diag_failed_tests", threshold=0, comparator: str = "eq") -> dict:
+    return {
+        "passed": False,
+        "reason": f"{metric}: 2 is not {comparator} {threshold}",
+        "metric_evaluations": {
+            metric: {
+                "passed": False,
+                "value_evaluation": {"passed": False, "threshold": threshold, "comparator": comparator},
+                "statistic_evaluations": None,
+            }
+        },
+    }
+
+
+def result_item(execution, key: str, payload: dict | None = None, expected_updated_at=None) -> dict:
+    """One item of the upsert request, as an agent would post it."""
+    return {
+        "execution_id": str(execution.id),
+        "evaluation_result": payload or passing_payload(),
+        "evaluation_source_key": key,
+        "expected_updated_at": (expected_updated_at or execution.updated_at).isoformat(),
+    }

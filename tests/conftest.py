@@ -37,6 +37,12 @@ def oauth_client(db) -> Callable[..., Application]:
     """A confidential client-credentials OAuth2 application, optionally bound to a satellite."""
 
     def make(name: str = "automation", satellite=None) -> Application:
+        if satellite is not None:
+            from fleet.inventory.models import SatelliteCredential
+
+            bound = SatelliteCredential.objects.filter(satellite=satellite).select_related("application").first()
+            if bound is not None:
+                return bound.application
         app = Application.objects.create(
             name=name,
             client_type=Application.CLIENT_CONFIDENTIAL,

@@ -7,6 +7,7 @@ from fleet.core import errors
 
 api_v1 = [
     path("", include("fleet.core.api.urls")),
+    path("burn-in/", include("fleet.burnin.api.urls")),
 ]
 
 urlpatterns = [

@@ -1,12 +1,7 @@
-from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
+from fleet.core.fields import MetricDisplayValueField
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
-
-
-@extend_schema_field({"anyOf": [{"type": "number"}, {"type": "string"}], "nullable": True})
-class MetricDisplayValueField(serializers.JSONField):
-    """A number or a string (thresholds and metric values)."""
 
 
 class ThresholdRuleSerializer(serializers.ModelSerializer):

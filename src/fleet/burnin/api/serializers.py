@@ -1,0 +1,249 @@
+"""Serializers of the burn-in API. Names and docstrings of the seed operations' serializers are
+the spec's component names and descriptions (drf-spectacular derives them from these)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from django.conf import settings
+from django.http import QueryDict
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+
+from fleet.burnin.models import ExecutionStatus, TestExecution
+from fleet.core.errors import flatten_field_errors
+from fleet.core.fields import (
+    JSONObjectField,
+    MetricDisplayValueField,
+    StrictBooleanField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictDateTimeField,
+    StrictNumberField,
+    StrictRegexField,
+    StrictUUIDField,
+)
+from fleet.inventory.models import SLUG_PATTERN
+from fleet.policies.api.serializers import ResolvedRuleSerializer
+from fleet.policies.models import Comparator
+
+SOURCE_KEY_HELP = (
+    "SHA-256 hex digest of the resolved thresholds the agent evaluated with. A write is rejected as stale "
+    "when this no longer matches the API's current threshold resolution (mid-rollout version skew)."
+)
+
+
+def decode_json_form_field(data: Any, field: str) -> tuple[Any, bool]:
+    """Form and multipart bodies cannot nest: they carry a nested field as one JSON-encoded value
+    (e.g. `results=[{...}]`). Returns the body as a dict and whether it was decoded from a form."""
+    if not isinstance(data, QueryDict):
+        return data, False
+    import json
+
+    raw = data.get(field)
+    if raw is None:
+        return {}, True
+    try:
+        return {field: json.loads(raw)}, True
+    except (TypeError, ValueError) as exc:
+        raise ValidationError(
+            {field: [f"In a form or multipart body, `{field}` must be one JSON-encoded value ({exc})."]}
+        ) from exc
+
+
+# --- evaluation results upsert (spec: evaluation-results-upsert.yaml) --------------------------
+
+
+class ThresholdResultSerializer(serializers.Serializer):
+    """Atomic result of comparing a value against a threshold."""
+
+    passed = StrictBooleanField()
+    threshold = MetricDisplayValueField(allow_null=True)
+    comparator = StrictChoiceField(choices=Comparator.choices, allow_null=True)
+
+
+class BurnInMetricEvaluationSchemaSerializer(serializers.Serializer):
+    """Per-metric materialised threshold evaluation."""
+
+    passed = StrictBooleanField()
+    value_evaluation = ThresholdResultSerializer(allow_null=True, required=False)
+    statistic_evaluations = serializers.DictField(child=ThresholdResultSerializer(), allow_null=True, required=False)
+
+
+class BurnInEvaluationResultPayloadSchemaSerializer(serializers.Serializer):
+    """Materialised EvaluationResult payload."""
+
+    passed = StrictBooleanField()
+    reason = StrictCharField(allow_null=True, allow_blank=True, required=False)
+    metric_evaluations = serializers.DictField(child=BurnInMetricEvaluationSchemaSerializer(), required=False)
+
+
+class BurnInEvaluationResultItemSerializer(serializers.Serializer):
+    """One materialised evaluation result posted by the agent."""
+
+    execution_id = StrictUUIDField()
+    evaluation_result = BurnInEvaluationResultPayloadSchemaSerializer()
+    evaluation_source_key = StrictRegexField(r"^[0-9a-f]{64}$", help_text=SOURCE_KEY_HELP)
+    expected_updated_at = StrictDateTimeField()
+
+
+class BurnInEvaluationResultsRequestSerializer(serializers.Serializer):
+    """Bulk materialisation result upsert request."""
+
+    results = BurnInEvaluationResultItemSerializer(many=True)
+
+    def to_internal_value(self, data: Any) -> Any:
+        data, from_form = decode_json_form_field(data, "results")
+        if from_form:
+            self._context["typed_body"] = True  # the decoded value is JSON: types count again
+        results = data.get("results") if isinstance(data, Mapping) else None
+        limit = settings.FLEET["EVALUATION_RESULTS_MAX_ITEMS"]
+        if isinstance(results, list) and len(results) > limit:
+            raise ValidationError({"results": [f"At most {limit} results per request; got {len(results)}."]})
+        problems: dict[str, list[str]] = {}
+        value = None
+        try:
+            value = super().to_internal_value(data)
+        except ValidationError as exc:
+            for path, messages in flatten_field_errors(exc.detail):
+                problems.setdefault(path, []).extend(messages)
+        for path, message in _duplicate_execution_ids(results):
+            problems.setdefault(path, []).append(message)
+        if problems:
+            raise ValidationError(problems)
+        return value
+
+
+def _duplicate_execution_ids(results: Any) -> list[tuple[str, str]]:
+    if not isinstance(results, list):
+        return []
+    seen: dict[str, list[int]] = {}
+    for index, item in enumerate(results):
+        if isinstance(item, Mapping) and isinstance(item.get("execution_id"), str):
+            seen.setdefault(item["execution_id"].lower(), []).append(index)
+    duplicates = []
+    for indices in seen.values():
+        if len(indices) > 1:
+            for index in indices:
+                others = ", ".join(f"results.{i}" for i in indices if i != index)
+                duplicates.append(
+                    (f"results.{index}.execution_id", f"The same execution_id appears more than once (also {others}).")
+                )
+    return sorted(duplicates, key=lambda d: int(d[0].split(".")[1]))
+
+
+class BurnInEvaluationResultsResponseSerializer(serializers.Serializer):
+    """Bulk materialisation result upsert response."""
+
+    written = serializers.IntegerField(min_value=0)
+    unchanged = serializers.IntegerField(min_value=0)
+    stale = serializers.IntegerField(min_value=0)
+    invalid = serializers.IntegerField(min_value=0)
+
+
+# --- execution reporting -----------------------------------------------------------------------
+
+
+class MetricReadingSerializer(serializers.Serializer):
+    """One metric of an execution: its value, unit and named statistics."""
+
+    value = MetricDisplayValueField(allow_null=True, required=False)
+    unit = StrictCharField(required=False, allow_blank=True, max_length=32)
+    statistics = serializers.DictField(child=StrictNumberField(allow_null=True), required=False)
+
+
+class TestExecutionReportSerializer(serializers.Serializer):
+    """What an agent reports about one execution (the full state; a replay changes nothing)."""
+
+    requirement = StrictCharField(required=False, max_length=100, help_text="Requirement name (or give `test`).")
+    test = StrictCharField(required=False, max_length=100)
+    device_id = StrictUUIDField(required=False, allow_null=True, help_text="Single-node executions.")
+    topology_id = StrictUUIDField(required=False, allow_null=True, help_text="Multi-node executions.")
+    job_id = StrictUUIDField(required=False, allow_null=True)
+    status = StrictChoiceField(choices=ExecutionStatus.choices)
+    parameters = JSONObjectField(required=False, default=dict)
+    metrics = serializers.DictField(child=MetricReadingSerializer(), required=False, default=dict)
+    error = StrictCharField(required=False, allow_blank=True, default="", max_length=10000)
+    started_at = StrictDateTimeField(required=False, allow_null=True, default=None)
+    finished_at = StrictDateTimeField(required=False, allow_null=True, default=None)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        problems: dict[str, list[str]] = {}
+        if not attrs.get("requirement") and not attrs.get("test"):
+            problems["requirement"] = ["Give the requirement name, or the test."]
+        if bool(attrs.get("device_id")) == bool(attrs.get("topology_id")):
+            problems["device_id"] = ["Give exactly one of device_id (single-node) and topology_id (multi-node)."]
+        started, finished = attrs.get("started_at"), attrs.get("finished_at")
+        if started and finished and finished < started:
+            problems["finished_at"] = ["finished_at is before started_at."]
+        if attrs["status"] == ExecutionStatus.RUNNING and finished:
+            problems["finished_at"] = ["A running execution has no finished_at."]
+        if problems:
+            raise ValidationError(problems)
+        attrs["metrics"] = _plain(attrs["metrics"])
+        return attrs
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    return value
+
+
+class TestExecutionSerializer(serializers.ModelSerializer):
+    requirement = serializers.CharField(source="requirement.name")
+    metrics = serializers.DictField(child=MetricReadingSerializer())
+    parameters = serializers.JSONField()
+
+    class Meta:
+        model = TestExecution
+        fields = [
+            "id",
+            "site",
+            "requirement",
+            "test",
+            "device",
+            "topology",
+            "job",
+            "status",
+            "parameters",
+            "metrics",
+            "error",
+            "started_at",
+            "finished_at",
+            "created_at",
+            "updated_at",
+        ]
+
+
+# --- pending-evaluation feed -------------------------------------------------------------------
+
+
+class PendingEvaluationsQuerySerializer(serializers.Serializer):
+    site_slug = serializers.RegexField(SLUG_PATTERN, max_length=100)
+    satellite_name = serializers.CharField(max_length=100)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+    cursor = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+
+
+class PendingEvaluationSerializer(serializers.Serializer):
+    execution_id = serializers.UUIDField()
+    updated_at = serializers.DateTimeField(help_text="Echo it as expected_updated_at when posting the result.")
+    status = serializers.ChoiceField(choices=ExecutionStatus.choices)
+    requirement = serializers.CharField()
+    test = serializers.CharField()
+    device_id = serializers.UUIDField(allow_null=True)
+    topology_id = serializers.UUIDField(allow_null=True)
+    parameters = serializers.JSONField()
+    metrics = serializers.DictField(child=MetricReadingSerializer())
+    error = serializers.CharField(allow_blank=True)
+    thresholds = ResolvedRuleSerializer(many=True, help_text="The resolved thresholds to evaluate against.")
+    evaluation_source_key = serializers.CharField(help_text="Their key: echo it with the result.")
+
+
+class PendingEvaluationsPageSerializer(serializers.Serializer):
+    results = PendingEvaluationSerializer(many=True)
+    next_cursor = serializers.CharField(allow_null=True, help_text="Null on the last page.")

@@ -1,0 +1,9 @@
+from django.urls import path
+
+from fleet.burnin.api import views
+
+urlpatterns = [
+    path("executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
+    path("evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
+    path("evaluations/results/", views.EvaluationResultsUpsertView.as_view(), name="evaluations-results"),
+]

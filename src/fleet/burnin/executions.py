@@ -1,0 +1,180 @@
+"""Execution reporting: idempotent create/update of a TestExecution under the agent's id.
+
+`updated_at` moves on every real change and never on an identical replay, strictly forward
+(evaluations are computed for one `updated_at`, so two writes must never share one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+from uuid import UUID
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from fleet.burnin.models import FINISHED_STATUSES, ExecutionStatus, TestExecution
+from fleet.core.principals import ensure_site_allowed
+from fleet.inventory.models import Device, Topology
+from fleet.jobs.models import Job
+from fleet.policies.models import Requirement, RequirementScope
+
+#: Fields an agent may change by reporting again; everything else identifies the execution.
+MUTABLE_FIELDS = ("status", "parameters", "metrics", "error", "started_at", "finished_at", "job_id")
+
+
+@dataclass(frozen=True)
+class ExecutionReport:
+    requirement: str | None
+    test: str | None
+    device_id: UUID | None
+    topology_id: UUID | None
+    job_id: UUID | None
+    status: str
+    parameters: dict[str, Any]
+    metrics: dict[str, Any]
+    error: str
+    started_at: datetime | None
+    finished_at: datetime | None
+
+
+@dataclass(frozen=True)
+class ReportOutcome:
+    execution: TestExecution
+    created: bool
+    changed: bool
+
+
+def next_updated_at(previous: datetime | None, now: datetime) -> datetime:
+    """Now, or one microsecond after the previous value when the clock has not moved past it."""
+    if previous is not None and now <= previous:
+        return previous + timedelta(microseconds=1)
+    return now
+
+
+def _target(report: ExecutionReport) -> tuple[Device | None, Topology | None]:
+    if report.device_id is not None:
+        device = Device.objects.select_related("site").filter(id=report.device_id).first()
+        if device is None:
+            raise ValidationError({"device_id": [f"No device {report.device_id}."]})
+        return device, None
+    topology = Topology.objects.select_related("site").filter(id=report.topology_id).first()
+    if topology is None:
+        raise ValidationError({"topology_id": [f"No topology {report.topology_id}."]})
+    return None, topology
+
+
+def _requirement(report: ExecutionReport, device: Device | None, topology: Topology | None) -> Requirement:
+    """The requirement the execution judges, from its name or its test, within the policies of
+    the target's resource class(es)."""
+    candidates = Requirement.objects.select_related("policy").filter(retired_at__isnull=True)
+    if device is not None:
+        candidates = candidates.filter(policy__resource_class=device.resource_class, scope=RequirementScope.SINGLE_NODE)
+    else:
+        resource_classes = Device.objects.filter(memberships__topology=topology).values("resource_class")
+        candidates = candidates.filter(
+            policy__resource_class__in=resource_classes, scope=RequirementScope.MULTI_NODE, unit=topology.unit
+        )
+    field = "requirement" if report.requirement else "test"
+    if report.requirement:
+        candidates = candidates.filter(name=report.requirement)
+    if report.test:
+        candidates = candidates.filter(test=report.test)
+    found = list(candidates[:2])
+    if not found:
+        what = f"requirement {report.requirement!r}" if report.requirement else f"test {report.test!r}"
+        target = f"device {device.hostname}" if device else f"topology {topology.label}"
+        raise ValidationError({field: [f"No active {what} in the acceptance policy of {target}."]})
+    if len(found) > 1:
+        raise ValidationError({field: ["More than one requirement matches; name the requirement."]})
+    return found[0]
+
+
+def _job(report: ExecutionReport, site_id: UUID) -> Job | None:
+    if report.job_id is None:
+        return None
+    job = Job.objects.filter(id=report.job_id).only("id", "site_id").first()
+    if job is None or job.site_id != site_id:
+        raise ValidationError({"job_id": [f"No job {report.job_id} at this execution's site."]})
+    return job
+
+
+@transaction.atomic
+def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Any, reported_by: str) -> ReportOutcome:
+    """Create the execution, or apply the report's changes to it (a replay changes nothing)."""
+    device, topology = _target(report)
+    site_id = (device or topology).site_id
+    ensure_site_allowed(actor, site_id)
+
+    existing = TestExecution.objects.select_for_update().filter(id=execution_id).first()
+    if existing is None:
+        requirement = _requirement(report, device, topology)
+        job = _job(report, site_id)
+        now = timezone.now()
+        execution = TestExecution(
+            id=execution_id,
+            site_id=site_id,
+            job=job,
+            requirement=requirement,
+            test=report.test or requirement.test,
+            device=device,
+            topology=topology,
+            status=report.status,
+            parameters=report.parameters,
+            metrics=report.metrics,
+            error=report.error,
+            started_at=report.started_at,
+            finished_at=report.finished_at,
+            reported_by=reported_by,
+            created_at=now,
+            updated_at=now,
+        )
+        try:
+            with transaction.atomic():
+                execution.save(force_insert=True)
+        except IntegrityError:
+            # Another report of the same id won the race; apply ours as an update.
+            existing = TestExecution.objects.select_for_update().get(id=execution_id)
+        else:
+            return ReportOutcome(execution, created=True, changed=True)
+    return _update(existing, report, device, topology)
+
+
+def _update(
+    execution: TestExecution, report: ExecutionReport, device: Device | None, topology: Topology | None
+) -> ReportOutcome:
+    if (execution.device_id, execution.topology_id) != (
+        device.id if device else None,
+        topology.id if topology else None,
+    ):
+        field = "device_id" if device else "topology_id"
+        raise ValidationError({field: ["An execution's target cannot change; report a new execution id."]})
+    if report.requirement and report.requirement != execution.requirement.name:
+        raise ValidationError({"requirement": ["An execution's requirement cannot change."]})
+    if report.test and report.test != execution.test:
+        raise ValidationError({"test": ["An execution's test cannot change."]})
+    if execution.status in FINISHED_STATUSES and report.status == ExecutionStatus.RUNNING:
+        raise ValidationError(
+            {"status": [f"The execution already finished ({execution.status}); it cannot run again."]}
+        )
+    if report.job_id is not None and report.job_id != execution.job_id:
+        _job(report, execution.site_id)
+    wanted = {
+        "status": report.status,
+        "parameters": report.parameters,
+        "metrics": report.metrics,
+        "error": report.error,
+        "started_at": report.started_at,
+        "finished_at": report.finished_at,
+        "job_id": report.job_id,
+    }
+    changed = [name for name in MUTABLE_FIELDS if getattr(execution, name) != wanted[name]]
+    if not changed:
+        return ReportOutcome(execution, created=False, changed=False)
+    for name in changed:
+        setattr(execution, name, wanted[name])
+    execution.updated_at = next_updated_at(execution.updated_at, timezone.now())
+    execution.save(update_fields=[*changed, "updated_at"])
+    return ReportOutcome(execution, created=False, changed=True)

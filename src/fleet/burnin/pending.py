@@ -1,0 +1,112 @@
+"""The pending-evaluation feed: finished executions of one satellite's targets that lack a
+current evaluation (none, one for another source key, or one for another `updated_at`).
+
+One query per page whatever the fleet size: the current source key of every requirement at the
+site is computed first (policies are small) and joined in as a VALUES list.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from fleet.inventory.models import Satellite
+from fleet.policies.models import Requirement
+from fleet.policies.resolution import Resolution, load_resolutions
+
+
+@dataclass(frozen=True)
+class PendingExecution:
+    execution_id: UUID
+    updated_at: datetime
+    status: str
+    requirement: str
+    test: str
+    device_id: UUID | None
+    topology_id: UUID | None
+    parameters: dict[str, Any]
+    metrics: dict[str, Any]
+    error: str
+    resolution: Resolution
+
+
+@dataclass(frozen=True)
+class PendingPage:
+    items: list[PendingExecution]
+    last: tuple[datetime, UUID] | None
+    has_more: bool
+
+
+_PAGE = """
+WITH current_keys(requirement_id, source_key) AS (
+    SELECT * FROM unnest(%(requirement_ids)s::uuid[], %(keys)s::varchar[])
+)
+SELECT e.id, e.updated_at, e.status, e.requirement_id, e.test, e.device_id, e.topology_id,
+       e.parameters, e.metrics, e.error
+FROM burnin_testexecution e
+JOIN current_keys k ON k.requirement_id = e.requirement_id
+LEFT JOIN inventory_device d ON d.id = e.device_id
+LEFT JOIN inventory_topology t ON t.id = e.topology_id
+LEFT JOIN burnin_evaluationresult r ON r.execution_id = e.id
+WHERE e.site_id = %(site_id)s
+  AND e.status IN ('completed', 'errored')
+  AND (d.satellite_id = %(satellite_id)s OR t.satellite_id = %(satellite_id)s)
+  AND (r.execution_id IS NULL
+       OR r.evaluation_source_key <> k.source_key
+       OR r.execution_updated_at <> e.updated_at)
+  AND (%(after_at)s::timestamptz IS NULL OR (e.updated_at, e.id) > (%(after_at)s::timestamptz, %(after_id)s::uuid))
+ORDER BY e.updated_at, e.id
+LIMIT %(limit)s
+"""
+
+
+def _json(value: Any) -> Any:
+    # Django hands jsonb to psycopg as text so JSONField can decode it; raw queries must too.
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def pending_evaluations_page(
+    *, satellite: Satellite, limit: int, after: tuple[datetime, UUID] | None = None
+) -> PendingPage:
+    requirements = dict(Requirement.objects.values_list("id", "name"))
+    resolutions = load_resolutions((requirement_id, satellite.site_id) for requirement_id in requirements)
+    ids = list(requirements)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PAGE,
+            {
+                "requirement_ids": ids,
+                "keys": [resolutions[(rid, satellite.site_id)].key for rid in ids],
+                "site_id": satellite.site_id,
+                "satellite_id": satellite.id,
+                "after_at": after[0] if after else None,
+                "after_id": after[1] if after else None,
+                "limit": limit + 1,
+            },
+        )
+        rows = cursor.fetchall()
+    has_more = len(rows) > limit
+    rows = rows[:limit]
+    items = [
+        PendingExecution(
+            execution_id=row[0],
+            updated_at=row[1],
+            status=row[2],
+            requirement=requirements[row[3]],
+            test=row[4],
+            device_id=row[5],
+            topology_id=row[6],
+            parameters=_json(row[7]),
+            metrics=_json(row[8]),
+            error=row[9],
+            resolution=resolutions[(row[3], satellite.site_id)],
+        )
+        for row in rows
+    ]
+    last = (items[-1].updated_at, items[-1].execution_id) if items else None
+    return PendingPage(items=items, last=last, has_more=has_more)
