@@ -20,6 +20,7 @@ from fleet.core.fields import (
     StrictCharField,
     StrictChoiceField,
     StrictDateTimeField,
+    StrictIntegerField,
     StrictNumberField,
     StrictRegexField,
     StrictUUIDField,
@@ -247,3 +248,87 @@ class PendingEvaluationSerializer(serializers.Serializer):
 class PendingEvaluationsPageSerializer(serializers.Serializer):
     results = PendingEvaluationSerializer(many=True)
     next_cursor = serializers.CharField(allow_null=True, help_text="Null on the last page.")
+
+
+# --- policy-progress reconcile (spec: policy-progress-reconcile.yaml) ---------------------------
+
+
+class BurnInPolicyProgressReconcileRequestSerializer(serializers.Serializer):
+    site_slug = StrictRegexField(SLUG_PATTERN)
+    satellite_name = StrictCharField()
+    resource_class = StrictCharField(max_length=255)
+    gate = StrictRegexField(r"^[a-z0-9][a-z0-9._-]*$", max_length=64, allow_null=True, required=False)
+    limit = StrictIntegerField(min_value=1, max_value=500, default=500)
+    cursor = StrictCharField(allow_null=True, required=False)
+
+
+class BurnInPolicyProgressReconcileResponseSerializer(serializers.Serializer):
+    written = serializers.IntegerField(min_value=0)
+    unchanged = serializers.IntegerField(
+        min_value=0,
+        help_text="Rows already matching the derived verdict (freshness bumped only), including rows skipped "
+        "because a concurrent reconcile wrote fresher state.",
+    )
+    deferred = serializers.IntegerField(
+        min_value=0,
+        help_text="Targets left unwritten this page because their evaluation is not materialised yet — "
+        "distinguishes 'all matched' from 'all waiting on phase-1 lag' so the agent can tune its retry cadence.",
+    )
+    deleted = serializers.IntegerField(min_value=0)
+    guard_tripped = serializers.BooleanField(
+        help_text="True when end-of-sweep cleanup refused to delete rows whose target disappeared, because their "
+        "count exceeded the deletion guard thresholds; those rows remain until a later sweep or operator "
+        "intervention. Rows for requirements the policy has retired are deleted regardless, so a true "
+        "guard_tripped can accompany a non-zero deleted count.",
+    )
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="Cursor for the next page; null marks the final page of the sweep."
+    )
+    target_count = serializers.IntegerField(
+        min_value=0,
+        help_text="Total targets the policy expanded to across the whole sweep, not just this page. Zero means "
+        "the policy loaded successfully but currently governs nothing (e.g. no enrolled devices carry its "
+        "resource class) — the caller should surface that, since every other counter also reads zero in that "
+        "state.",
+    )
+
+
+# --- projection reads --------------------------------------------------------------------------
+
+
+class PolicyProgressSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    site = serializers.UUIDField(source="site_id")
+    satellite = serializers.UUIDField(source="satellite_id")
+    resource_class = serializers.CharField()
+    requirement = serializers.CharField(source="requirement.name")
+    requirement_id = serializers.UUIDField()
+    gate = serializers.CharField()
+    device = serializers.UUIDField(source="device_id", allow_null=True)
+    device_hostname = serializers.CharField(source="device.hostname", allow_null=True, default=None)
+    topology = serializers.UUIDField(source="topology_id", allow_null=True)
+    topology_label = serializers.CharField(source="topology.label", allow_null=True, default=None)
+    verdict = serializers.CharField()
+    execution = serializers.UUIDField(source="execution_id", allow_null=True)
+    evaluation_source_key = serializers.CharField(allow_null=True)
+    policy_version = serializers.IntegerField()
+    watermark = serializers.DateTimeField(allow_null=True)
+    reconciled_at = serializers.DateTimeField()
+
+
+class ProgressSummaryRowSerializer(serializers.Serializer):
+    resource_class = serializers.CharField()
+    requirement = serializers.CharField()
+    gate = serializers.CharField()
+    passed = serializers.IntegerField(min_value=0)
+    failed = serializers.IntegerField(min_value=0)
+    errored = serializers.IntegerField(min_value=0)
+    not_run = serializers.IntegerField(min_value=0)
+    in_progress = serializers.IntegerField(min_value=0)
+    total = serializers.IntegerField(min_value=0)
+
+
+class ProgressSummarySerializer(serializers.Serializer):
+    site_id = serializers.UUIDField()
+    site_slug = serializers.CharField()
+    rows = ProgressSummaryRowSerializer(many=True)

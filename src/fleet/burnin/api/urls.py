@@ -6,4 +6,7 @@ urlpatterns = [
     path("executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
     path("evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
     path("evaluations/results/", views.EvaluationResultsUpsertView.as_view(), name="evaluations-results"),
+    path("policy-progress/", views.PolicyProgressListView.as_view(), name="progress-list"),
+    path("sites/<uuid:site_id>/progress-summary/", views.ProgressSummaryView.as_view(), name="progress-summary"),
+    path("policy-progress/reconcile/", views.PolicyProgressReconcileView.as_view(), name="progress-reconcile"),
 ]

@@ -2,21 +2,27 @@
 
 from __future__ import annotations
 
-from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
-from rest_framework import status
+from django.shortcuts import get_object_or_404
+from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
+from rest_framework import generics, status
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.burnin.api import serializers as s
+from fleet.burnin.api.filters import PolicyProgressFilter
 from fleet.burnin.evaluations import ResultItem, evaluation_results_upsert
 from fleet.burnin.executions import ExecutionReport, execution_report
-from fleet.burnin.models import TestExecution
+from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.burnin.pending import pending_evaluations_page
+from fleet.burnin.reconcile import progress_reconcile_page, reconcile_scope_load
+from fleet.burnin.selectors import progress_summary
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.core.error_schema import ERROR_DESCRIPTIONS
-from fleet.core.principals import actor_label, ensure_acts_as_satellite, ensure_site_allowed
+from fleet.core.pagination import FleetCursorPagination
+from fleet.core.principals import actor_label, ensure_acts_as_satellite, ensure_site_allowed, site_restriction
 from fleet.core.requests import validated
+from fleet.inventory.models import Site
 from fleet.inventory.selectors import satellite_of_site
 
 TAGS = ["Burn-in"]
@@ -159,3 +165,75 @@ class PendingEvaluationsView(APIView):
             "next_cursor": next_cursor,
         }
         return Response(s.PendingEvaluationsPageSerializer(body).data)
+
+
+class PolicyProgressReconcileView(APIView):
+    required_scopes = ["burn-in-policy-progress:write"]
+    required_permissions = ["burnin.add_policyprogress", "burnin.change_policyprogress", "burnin.delete_policyprogress"]
+    error_responses = {400: ERROR_DESCRIPTIONS[400], 401: ERROR_DESCRIPTIONS[401], 403: ERROR_DESCRIPTIONS[403]}
+
+    @extend_schema(
+        operation_id="api_v1_burn_in_policy_progress_reconcile_create",
+        tags=TAGS,
+        summary="Reconcile burn-in policy progress (internal)",
+        description=(
+            "Reconcile one cursor-paged batch of burn-in policy-progress projection rows for a "
+            "site/resource-class scope. A null next_cursor marks the final page, which also runs guarded "
+            "cleanup of obsolete rows."
+        ),
+        request=s.BurnInPolicyProgressReconcileRequestSerializer,
+        responses={200: s.BurnInPolicyProgressReconcileResponseSerializer},
+    )
+    def post(self, request: Request) -> Response:
+        data = validated(s.BurnInPolicyProgressReconcileRequestSerializer, request)
+        scope = reconcile_scope_load(
+            site_slug=data["site_slug"],
+            satellite_name=data["satellite_name"],
+            resource_class=data["resource_class"],
+            gate=data.get("gate"),
+            actor=request.user,
+        )
+        page = progress_reconcile_page(scope=scope, limit=data["limit"], cursor=data.get("cursor"))
+        return Response(s.BurnInPolicyProgressReconcileResponseSerializer(vars(page)).data)
+
+
+class ProgressPagination(FleetCursorPagination):
+    ordering = ("id",)
+
+
+@extend_schema_view(
+    get=extend_schema(
+        operation_id="api_v1_burn_in_policy_progress_list",
+        tags=TAGS,
+        summary="The policy-progress projection, filtered",
+    )
+)
+class PolicyProgressListView(generics.ListAPIView):
+    queryset = PolicyProgress.objects.select_related("requirement", "device", "topology")
+    serializer_class = s.PolicyProgressSerializer
+    filterset_class = PolicyProgressFilter
+    pagination_class = ProgressPagination
+    required_scopes = ["fleet:read"]
+    required_permissions = ["burnin.view_policyprogress"]
+
+    def get_queryset(self):
+        queryset = super().get_queryset()
+        restricted = site_restriction(self.request.user)
+        return queryset if restricted is None else queryset.filter(site_id=restricted)
+
+
+class ProgressSummaryView(APIView):
+    required_scopes = ["fleet:read"]
+    required_permissions = ["burnin.view_policyprogress"]
+
+    @extend_schema(
+        operation_id="api_v1_burn_in_sites_progress_summary_retrieve",
+        tags=TAGS,
+        summary="Verdict counts per resource class and requirement at a site",
+        responses={200: s.ProgressSummarySerializer},
+    )
+    def get(self, request: Request, site_id) -> Response:
+        site = get_object_or_404(Site, id=site_id)
+        ensure_site_allowed(request.user, site.id)
+        body = {"site_id": site.id, "site_slug": site.slug, "rows": progress_summary(site_id=site.id)}
+        return Response(s.ProgressSummarySerializer(body).data)

@@ -1,0 +1,98 @@
+"""What the evidence says about one target, and what to do with its projection row.
+
+Pure functions over small dataclasses: no database, so every rule is tested by table.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from fleet.burnin.models import ExecutionStatus, Verdict
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A target's latest execution and its stored evaluation (if any)."""
+
+    execution_id: UUID
+    status: str
+    updated_at: datetime
+    evaluation_passed: bool | None = None
+    evaluation_key: str | None = None
+    evaluation_for: datetime | None = None
+    materialised_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Derived:
+    verdict: str
+    execution_id: UUID | None
+    source_key: str | None
+    watermark: datetime | None
+
+
+def derive_verdict(evidence: Evidence | None, current_key: str) -> Derived | None:
+    """The verdict the evidence supports, or None when it is *deferred* (finished, but its
+    evaluation for the current `updated_at` and resolution is not materialised yet).
+
+    The watermark orders derivations of one target in time: the deciding evaluation's
+    `materialised_at`, or the running execution's `updated_at`.
+    """
+    if evidence is None:
+        return Derived(Verdict.NOT_RUN, None, None, None)
+    if evidence.status == ExecutionStatus.RUNNING:
+        return Derived(Verdict.IN_PROGRESS, evidence.execution_id, None, evidence.updated_at)
+    current = evidence.evaluation_key == current_key and evidence.evaluation_for == evidence.updated_at
+    if not current:
+        return None
+    if evidence.status == ExecutionStatus.ERRORED:
+        verdict = Verdict.ERRORED
+    else:
+        verdict = Verdict.PASSED if evidence.evaluation_passed else Verdict.FAILED
+    return Derived(verdict, evidence.execution_id, evidence.evaluation_key, evidence.materialised_at)
+
+
+@dataclass(frozen=True)
+class StoredRow:
+    verdict: str
+    execution_id: UUID | None
+    source_key: str | None
+    policy_version: int
+    watermark: datetime | None
+    scope: tuple[UUID, UUID, str, str]
+
+
+class RowAction(enum.Enum):
+    WRITE = "write"
+    BUMP = "bump"  # same state: refresh reconciled_at only (counted unchanged)
+    KEEP_NEWER = "keep_newer"  # a concurrent reconcile stored fresher evidence (counted unchanged)
+
+
+def decide_row(
+    derived: Derived, stored: StoredRow | None, *, policy_version: int, scope: tuple[UUID, UUID, str, str]
+) -> RowAction:
+    if stored is None:
+        return RowAction.WRITE
+    same = (
+        stored.verdict == derived.verdict
+        and stored.execution_id == derived.execution_id
+        and stored.source_key == derived.source_key
+        and stored.watermark == derived.watermark
+        and stored.policy_version == policy_version
+        and stored.scope == scope
+    )
+    if same:
+        return RowAction.BUMP
+    if is_newer(stored.watermark, derived.watermark):
+        return RowAction.KEEP_NEWER
+    return RowAction.WRITE
+
+
+def is_newer(stored: datetime | None, derived: datetime | None) -> bool:
+    """Null is older than any time; equal is not newer."""
+    if stored is None:
+        return False
+    return derived is None or stored > derived

@@ -1,0 +1,107 @@
+"""Helpers to run whole reconcile sweeps and to compute the projection independently."""
+
+from __future__ import annotations
+
+from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
+from fleet.burnin.reconcile import progress_reconcile_page, reconcile_scope_load
+from fleet.inventory.models import Device, Topology
+from fleet.policies.models import Requirement
+from fleet.policies.resolution import load_resolutions
+
+RECONCILE = "/api/v1/burn-in/policy-progress/reconcile/"
+
+
+MAX_PAGES = 2000
+
+
+def _page_bound(target_count: int, limit: int) -> int:
+    """No sweep needs more pages than this: a cursor that does not advance fails, not hangs."""
+    return min(MAX_PAGES, target_count // max(limit, 1) + 2)
+
+
+def sweep_service(site_slug, satellite_name, resource_class, *, limit=500, gate=None) -> list:
+    """Run a sweep to its end through the service; returns every page."""
+    pages, cursor = [], None
+    while len(pages) < MAX_PAGES:
+        scope = reconcile_scope_load(
+            site_slug=site_slug, satellite_name=satellite_name, resource_class=resource_class, gate=gate, actor=None
+        )
+        page = progress_reconcile_page(scope=scope, limit=limit, cursor=cursor)
+        pages.append(page)
+        assert len(pages) <= _page_bound(page.target_count, limit), "the sweep's cursor does not advance"
+        cursor = page.next_cursor
+        if cursor is None:
+            return pages
+    raise AssertionError(f"the sweep did not end within {MAX_PAGES} pages")
+
+
+def sweep_api(client, body: dict) -> list[dict]:
+    pages, cursor = [], None
+    while len(pages) < MAX_PAGES:
+        response = client.post(RECONCILE, body | {"cursor": cursor}, format="json")
+        assert response.status_code == 200, response.content
+        pages.append(response.json())
+        assert len(pages) <= _page_bound(pages[-1]["target_count"], body.get("limit") or 500), "cursor stuck"
+        cursor = pages[-1]["next_cursor"]
+        if cursor is None:
+            return pages
+    raise AssertionError(f"the sweep did not end within {MAX_PAGES} pages")
+
+
+def projection() -> dict:
+    return {
+        (row.requirement_id, row.target_id): (
+            row.verdict,
+            row.execution_id,
+            row.evaluation_source_key,
+            row.policy_version,
+        )
+        for row in PolicyProgress.objects.all()
+    }
+
+
+def expected_projection(site, satellite, resource_class, policy, gate=None) -> tuple[dict, int]:
+    """The projection recomputed from scratch with plain ORM reads (an independent reference);
+    returns (rows for every non-deferred target, number of targets)."""
+    requirements = Requirement.objects.filter(policy=policy, retired_at__isnull=True)
+    if gate:
+        requirements = requirements.filter(gate=gate)
+    keys = load_resolutions([(r.id, site.id) for r in requirements])
+    enrolled = Device.objects.filter(enrolled_at__isnull=False).exclude(state="decommissioned")
+    rows, targets = {}, 0
+    for requirement in requirements:
+        if requirement.scope == "single_node":
+            found = [
+                ("device", d.id) for d in enrolled.filter(site=site, satellite=satellite, resource_class=resource_class)
+            ]
+        else:
+            tops = Topology.objects.filter(site=site, satellite=satellite, unit=requirement.unit)
+            found = [
+                ("topology", t.id)
+                for t in tops
+                if enrolled.filter(memberships__topology=t, resource_class=resource_class).exists()
+            ]
+        for kind, target in found:
+            targets += 1
+            latest = (
+                TestExecution.objects.filter(requirement=requirement, **{f"{kind}_id": target})
+                .order_by("-created_at", "-id")
+                .first()
+            )
+            if latest is None:
+                rows[(requirement.id, target)] = ("not_run", None, None, policy.version)
+                continue
+            if latest.status == "running":
+                rows[(requirement.id, target)] = ("in_progress", latest.id, None, policy.version)
+                continue
+            evaluation = EvaluationResult.objects.filter(execution=latest).first()
+            key = keys[(requirement.id, site.id)].key
+            if (
+                evaluation is None
+                or evaluation.evaluation_source_key != key
+                or evaluation.execution_updated_at != latest.updated_at
+            ):
+                continue  # deferred
+            verdict = "errored" if latest.status == "errored" else ("passed" if evaluation.passed else "failed")
+            rows[(requirement.id, target)] = (verdict, latest.id, key, policy.version)
+    return rows, targets
