@@ -1,0 +1,100 @@
+"""What an executor is: the agent hands it one test run, it hands back one outcome.
+
+The agent owns everything around a run (claiming the job, choosing the attempt number, reporting the
+execution, evaluating it); an executor only runs the test and turns what the tool said into metrics.
+A test that finds bad hardware is a `completed` outcome with bad metrics; only a run that could not judge
+the hardware (the tool crashed, timed out or printed nonsense, the agent is stopping) is `errored`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol, runtime_checkable
+
+__all__ = [
+    "COMPLETED",
+    "ERRORED",
+    "WORKFLOWS",
+    "Executor",
+    "Target",
+    "TestOutcome",
+    "TestRun",
+    "errored",
+    "utc_now",
+]
+
+COMPLETED: Literal["completed"] = "completed"
+ERRORED: Literal["errored"] = "errored"
+
+WORKFLOWS: tuple[dict[str, str], ...] = (
+    {"name": "SingleNodeBurnInWorkflow", "version": "1"},
+    {"name": "MultiNodeBurnInCollectiveWorkflow", "version": "1"},
+)
+
+
+@dataclass(frozen=True)
+class Target:
+    """One device a test runs on."""
+
+    device_id: str
+    hostname: str
+    resource_class: str
+
+
+@dataclass(frozen=True)
+class TestRun:
+    """One test of one requirement on its targets: a single device, or a multi-node cohort."""
+
+    __test__ = False
+
+    requirement: str
+    test: str
+    parameters: dict[str, Any]
+    targets: tuple[Target, ...]
+    topology_label: str | None = None
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """How a run ended; `status` is `completed` or `errored`, and the timestamps are aware UTC."""
+
+    __test__ = False
+
+    status: str
+    metrics: dict[str, Any]
+    error: str | None
+    started_at: datetime
+    finished_at: datetime
+
+
+@runtime_checkable
+class Executor(Protocol):
+    """Runs burn-in tests; `run` never raises for a failing test or a failing tool."""
+
+    name: str
+
+    def workflows(self) -> list[dict[str, str]]:
+        """The workflows (name and version) the agent advertises in its heartbeat."""
+        ...
+
+    def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
+        """Run `run` for the `attempt`-th time (1-based, per requirement and target) and report how it ended."""
+        ...
+
+
+def utc_now() -> datetime:
+    """The current time, timezone-aware, so that reported timestamps are unambiguous."""
+    return datetime.now(UTC)
+
+
+def errored(message: str, started_at: datetime, finished_at: datetime | None = None) -> TestOutcome:
+    """An outcome for a run that could not judge the hardware."""
+    return TestOutcome(
+        status=ERRORED,
+        metrics={},
+        error=message,
+        started_at=started_at,
+        finished_at=finished_at or utc_now(),
+    )

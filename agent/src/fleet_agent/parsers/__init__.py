@@ -1,0 +1,63 @@
+"""Parsers from burn-in tools' real output to the metrics an execution reports.
+
+Every parser is a pure function of the tool's text and returns
+`{"<metric>": {"value": ..., "unit": ..., "statistics": {...}}}`. It raises `ParseError` when the text
+is not what the tool prints on a run that finished, so that the executor reports the run as errored
+(the tool could not judge the hardware) instead of inventing metrics. A value a tool could not measure
+is left out rather than guessed: the evaluator then fails the rule that needed it.
+"""
+
+from __future__ import annotations
+
+import statistics as _stats
+from collections.abc import Callable, Sequence
+from typing import Any
+
+__all__ = ["PARSER_NAMES", "ParseError", "parser_for", "summarise"]
+
+Metrics = dict[str, dict[str, Any]]
+
+PARSER_NAMES: tuple[str, ...] = ("dcgm-diag-json", "nccl-all-reduce", "nvbandwidth", "nvidia-smi-csv:<fields>")
+
+
+class ParseError(ValueError):
+    """The text is not output this parser understands (or the tool reported that it failed)."""
+
+
+def summarise(values: Sequence[float], *, with_sum: bool = False, with_median: bool = False) -> dict[str, float]:
+    """min/max/mean (and optionally sum and p50) of per-component values, rounded to hide float noise."""
+    if not values:
+        raise ValueError("no values to summarise")
+    summary: dict[str, float] = {
+        "min": min(values),
+        "max": max(values),
+        "mean": round(_stats.fmean(values), 6),
+    }
+    if with_sum:
+        summary["sum"] = round(sum(values), 6)
+    if with_median:
+        summary["p50"] = round(_stats.median(values), 6)
+    return summary
+
+
+def parser_for(name: str) -> Callable[[str], Metrics]:
+    """The parser configured by `name` (one of `PARSER_NAMES`); `ValueError` for an unknown name.
+
+    `nvidia-smi-csv:<fields>` carries the queried fields because a `--format=csv,noheader` output does not
+    name its columns.
+    """
+    from fleet_agent.parsers import dcgm, nccl, nvbandwidth, nvidia_smi
+
+    if name == "dcgm-diag-json":
+        return dcgm.parse_diag_json
+    if name == "nccl-all-reduce":
+        return nccl.parse_all_reduce
+    if name == "nvbandwidth":
+        return nvbandwidth.parse
+    prefix = "nvidia-smi-csv:"
+    if name.startswith(prefix):
+        fields = [field.strip() for field in name[len(prefix) :].split(",") if field.strip()]
+        if not fields:
+            raise ValueError("nvidia-smi-csv needs the queried fields, e.g. nvidia-smi-csv:index,temperature.gpu")
+        return lambda text: nvidia_smi.parse_query_csv(text, fields)
+    raise ValueError(f"unknown parser {name!r}; known: {', '.join(PARSER_NAMES)}")
