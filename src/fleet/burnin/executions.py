@@ -13,6 +13,8 @@ from uuid import UUID
 
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F, Value
+from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from fleet.burnin.models import FINISHED_STATUSES, ExecutionStatus, TestExecution
@@ -178,3 +180,15 @@ def _update(
     execution.updated_at = next_updated_at(execution.updated_at, timezone.now())
     execution.save(update_fields=[*changed, "updated_at"])
     return ReportOutcome(execution, created=False, changed=True)
+
+
+def executions_abandon(*, job_ids, error: str) -> int:
+    """Executions of these jobs still `running` end `errored` (their runner is gone). Each gets a
+    new `updated_at`, so it is evaluated again (as errored) and the projection moves on."""
+    now = timezone.now()
+    return TestExecution.objects.filter(job_id__in=list(job_ids), status=ExecutionStatus.RUNNING).update(
+        status=ExecutionStatus.ERRORED,
+        error=error,
+        finished_at=now,
+        updated_at=Greatest(Value(now), F("updated_at") + timedelta(microseconds=1)),
+    )

@@ -20,7 +20,8 @@ class FleetAutoSchema(AutoSchema):
     `error_responses = {status: description}` (the spec's wording per operation)."""
 
     def get_error_responses(self) -> dict[int, str]:
-        declared = getattr(self.view, "error_responses", None)
+        handler = getattr(self.view, getattr(self.view, "action", None) or "", None)
+        declared = getattr(handler, "error_responses", None) or getattr(self.view, "error_responses", None)
         if isinstance(declared, dict) and self.method in declared:
             declared = declared[self.method]
         if declared is not None and not (isinstance(declared, dict) and "GET" in declared):

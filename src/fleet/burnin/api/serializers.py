@@ -12,6 +12,7 @@ from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
 from fleet.burnin.models import ExecutionStatus, TestExecution
+from fleet.burnin.planning import ExclusionReason, PlanningMode, SkipReason
 from fleet.core.errors import flatten_field_errors
 from fleet.core.fields import (
     JSONObjectField,
@@ -25,7 +26,8 @@ from fleet.core.fields import (
     StrictRegexField,
     StrictUUIDField,
 )
-from fleet.inventory.models import SLUG_PATTERN
+from fleet.inventory.models import SLUG_PATTERN, TopologyUnit
+from fleet.jobs.models import WorkflowName
 from fleet.policies.api.serializers import ResolvedRuleSerializer
 from fleet.policies.models import Comparator
 
@@ -332,3 +334,85 @@ class ProgressSummarySerializer(serializers.Serializer):
     site_id = serializers.UUIDField()
     site_slug = serializers.CharField()
     rows = ProgressSummaryRowSerializer(many=True)
+
+
+# --- rerun planning and dispatch (spec: rerun-plans-dispatch.yaml) -------------------------------
+
+
+class RerunPlanDispatchRequestSerializer(serializers.Serializer):
+    """Request body for live policy-aware rerun dispatch."""
+
+    device_ids = serializers.ListField(
+        child=StrictUUIDField(), min_length=1, help_text="Devices at the site to re-plan and dispatch reruns for."
+    )
+    mode = StrictChoiceField(choices=PlanningMode.choices, default=PlanningMode.NON_PASSING)
+
+
+class RerunPlanTopologySerializer(serializers.Serializer):
+    """Topology identity for one atomic rack-acceptance rerun cohort."""
+
+    id = serializers.UUIDField()
+    unit = serializers.ChoiceField(choices=TopologyUnit.choices)
+    label = serializers.CharField()
+
+
+class DispatchedRerunJobSerializer(serializers.Serializer):
+    """One Job created from the live rerun calculation."""
+
+    job_id = serializers.UUIDField()
+    workflow_name = serializers.ChoiceField(choices=WorkflowName.choices)
+    topology = RerunPlanTopologySerializer(
+        allow_null=True, help_text="Rack-acceptance topology identity; null for single-node jobs."
+    )
+    device_ids = serializers.ListField(child=serializers.UUIDField())
+
+
+class RerunPlanSkipGroupSerializer(serializers.Serializer):
+    """Devices skipped for one topology, resource class, requirement, and reason."""
+
+    device_ids = serializers.ListField(child=serializers.UUIDField(), min_length=1)
+    topology = RerunPlanTopologySerializer(
+        allow_null=True, help_text="Rack-acceptance topology identity; null for single-node skips."
+    )
+    resource_class = serializers.CharField()
+    requirement_name = serializers.CharField()
+    reason = serializers.ChoiceField(choices=SkipReason.choices)
+
+
+class RerunPlanExcludedDeviceSerializer(serializers.Serializer):
+    """One selected device excluded from planning entirely."""
+
+    device_id = serializers.UUIDField()
+    reason = serializers.ChoiceField(choices=ExclusionReason.choices)
+
+
+class RerunPlanDispatchResponseSerializer(serializers.Serializer):
+    """Dispatch outcome: created jobs plus grouped typed skips."""
+
+    created_jobs = DispatchedRerunJobSerializer(many=True)
+    skips = RerunPlanSkipGroupSerializer(many=True)
+    excluded_devices = RerunPlanExcludedDeviceSerializer(many=True)
+
+
+class PlannedRequirementSerializer(serializers.Serializer):
+    name = serializers.CharField()
+    test = serializers.CharField()
+    parameters = serializers.JSONField()
+    parameter_profile = serializers.CharField(help_text="Name of the parameter profile the parameters come from.")
+
+
+class PlannedRerunJobSerializer(serializers.Serializer):
+    """A job the dispatch would create now."""
+
+    workflow_name = serializers.ChoiceField(choices=WorkflowName.choices)
+    topology = RerunPlanTopologySerializer(allow_null=True)
+    device_ids = serializers.ListField(child=serializers.UUIDField())
+    requirements = PlannedRequirementSerializer(many=True)
+
+
+class RerunPlanPreviewResponseSerializer(serializers.Serializer):
+    """What a dispatch would do now: the same calculation, nothing created."""
+
+    planned_jobs = PlannedRerunJobSerializer(many=True)
+    skips = RerunPlanSkipGroupSerializer(many=True)
+    excluded_devices = RerunPlanExcludedDeviceSerializer(many=True)

@@ -3,6 +3,7 @@ from rest_framework.routers import SimpleRouter
 
 from fleet.core.api.views import WhoAmIView
 from fleet.inventory.api import views as inventory
+from fleet.jobs.api.views import JobViewSet
 from fleet.policies.api import views as policies
 
 router = SimpleRouter()
@@ -12,6 +13,7 @@ router.register("topologies", inventory.TopologyViewSet)
 router.register("devices", inventory.DeviceViewSet)
 router.register("policies", policies.AcceptancePolicyViewSet)
 router.register("parameter-profiles", policies.ParameterProfileViewSet)
+router.register("jobs", JobViewSet)
 
 urlpatterns = [
     path("auth/whoami/", WhoAmIView.as_view(), name="whoami"),

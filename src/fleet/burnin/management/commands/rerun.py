@@ -1,0 +1,131 @@
+"""`fleet rerun --site S (--device ID… | --topology LABEL | --all-failed) [--mode all] [--dry-run]`"""
+
+from __future__ import annotations
+
+from django.core.exceptions import ValidationError
+from django.core.management.base import BaseCommand, CommandError
+from django.db.models import Q
+from rich.console import Console
+from rich.table import Table
+
+from fleet.burnin.models import PolicyProgress, Verdict
+from fleet.burnin.planning import PlanningMode
+from fleet.burnin.rerun_dispatch import rerun_dispatch, rerun_plan_preview
+from fleet.inventory.models import Device, Site, Topology
+
+
+class Command(BaseCommand):
+    help = "Plan (--dry-run) or dispatch policy-aware burn-in reruns for a selection of devices."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--site", required=True, help="Site slug.")
+        selection = parser.add_mutually_exclusive_group(required=True)
+        selection.add_argument("--device", nargs="+", dest="devices", help="Device hostnames or ids.")
+        selection.add_argument("--topology", help="Every device of the topology (or topologies) with this label.")
+        selection.add_argument(
+            "--all-failed", action="store_true", help="Every device with a failed or errored requirement."
+        )
+        parser.add_argument("--mode", choices=PlanningMode.values, default=PlanningMode.NON_PASSING)
+        parser.add_argument("--dry-run", action="store_true", help="Show the plan; create nothing.")
+
+    def handle(self, *args, **options):
+        site = Site.objects.filter(slug=options["site"]).first()
+        if site is None:
+            raise CommandError(f"no site {options['site']!r}")
+        device_ids = self.select(site, options)
+        if not device_ids:
+            raise CommandError("the selection is empty")
+        try:
+            if options["dry_run"]:
+                outcome = rerun_plan_preview(site=site, device_ids=device_ids, mode=options["mode"])
+            else:
+                outcome = rerun_dispatch(
+                    site=site, device_ids=device_ids, mode=options["mode"], requested_by="cli:fleet rerun"
+                )
+        except ValidationError as exc:
+            raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
+        self.render(site, outcome, options["dry_run"])
+
+    def select(self, site: Site, options: dict) -> list:
+        if options["devices"]:
+            wanted = options["devices"]
+            ids, missing = [], []
+            for token in wanted:
+                query = Q(hostname=token)
+                if _looks_like_uuid(token):
+                    query |= Q(id=token)
+                found = Device.objects.filter(query, site=site).values_list("id", flat=True).first()
+                (ids if found else missing).append(found or token)
+            if missing:
+                raise CommandError(f"not devices of {site.slug}: {', '.join(missing)}")
+            return ids
+        if options["topology"]:
+            topologies = Topology.objects.filter(site=site, label=options["topology"])
+            if not topologies.exists():
+                raise CommandError(f"no topology labelled {options['topology']!r} at {site.slug}")
+            return list(
+                Device.objects.filter(memberships__topology__in=topologies)
+                .distinct()
+                .order_by("hostname")
+                .values_list("id", flat=True)
+            )
+        return list(
+            PolicyProgress.objects.filter(
+                site=site, verdict__in=[Verdict.FAILED, Verdict.ERRORED], device__isnull=False
+            )
+            .values_list("device_id", flat=True)
+            .distinct()
+        )
+
+    def render(self, site: Site, outcome, dry_run: bool) -> None:
+        console = Console(file=self.stdout._out, width=120)
+        hostnames = dict(Device.objects.filter(site=site).values_list("id", "hostname"))
+        labels = dict(Topology.objects.filter(site=site).values_list("id", "label"))
+        jobs = Table(title="Jobs that would be created (dry run)" if dry_run else "Jobs created")
+        for column in ("job", "workflow", "topology", "devices", "requirements"):
+            jobs.add_column(column)
+        created = outcome.jobs or [None] * len(outcome.plan.jobs)
+        for planned, job in zip(outcome.plan.jobs, created, strict=True):
+            jobs.add_row(
+                str(job.id)[:8] if job else "-",
+                planned.workflow_name,
+                labels.get(planned.topology_id, "-"),
+                _names(hostnames, planned.device_ids),
+                ", ".join(r.name for r in planned.requirements),
+            )
+        console.print(jobs)
+        if outcome.plan.skips:
+            skips = Table(title="Not dispatched")
+            for column in ("reason", "requirement", "resource class", "topology", "devices"):
+                skips.add_column(column)
+            for group in outcome.plan.skips:
+                skips.add_row(
+                    group.reason,
+                    group.requirement_name,
+                    group.resource_class,
+                    labels.get(group.topology_id, "-"),
+                    _names(hostnames, group.device_ids),
+                )
+            console.print(skips)
+        for exclusion in outcome.plan.exclusions:
+            console.print(f"excluded {hostnames.get(exclusion.device_id, exclusion.device_id)}: {exclusion.reason}")
+        console.print(
+            f"{len(outcome.plan.jobs)} job(s) {'planned' if dry_run else 'created'}, "
+            f"{sum(len(g.device_ids) for g in outcome.plan.skips)} skip(s), "
+            f"{len(outcome.plan.exclusions)} exclusion(s)."
+        )
+
+
+def _names(hostnames: dict, ids) -> str:
+    names = sorted(hostnames.get(i, str(i)) for i in ids)
+    return ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])} … (+{len(names) - 5})"
+
+
+def _looks_like_uuid(token: str) -> bool:
+    import uuid
+
+    try:
+        uuid.UUID(token)
+    except ValueError:
+        return False
+    return True

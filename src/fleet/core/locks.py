@@ -1,0 +1,20 @@
+"""Row locks, always taken in primary-key order so two transactions locking overlapping sets
+wait for each other instead of deadlocking."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, TypeVar
+
+from django.db import models
+
+M = TypeVar("M", bound=models.Model)
+
+
+def lock_in_pk_order(model: type[M], ids: Iterable[Any], *, related: tuple[str, ...] = ()) -> list[M]:
+    """SELECT … FOR UPDATE of these rows, ordered by primary key (one query). Must run inside a
+    transaction; the locks last until it ends."""
+    queryset = model.objects.filter(pk__in=sorted(set(ids), key=str)).order_by("pk")
+    if related:
+        queryset = queryset.select_related(*related)
+    return list(queryset.select_for_update(of=("self",)) if related else queryset.select_for_update())
