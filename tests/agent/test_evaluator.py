@@ -328,7 +328,8 @@ def _json_schema(node: Any) -> Any:
 
 @pytest.fixture(scope="module")
 def payload_validator() -> Any:
-    jsonschema = pytest.importorskip("jsonschema")
+    import jsonschema  # installed with drf-spectacular; a missing one must fail, not skip
+
     schemas = yaml.safe_load(SPEC.read_text())["components"]["schemas"]
     schema = {"$defs": _json_schema(schemas), "$ref": "#/$defs/BurnInEvaluationResultPayloadSchema"}
     return jsonschema.Draft202012Validator(schema)

@@ -221,7 +221,9 @@ class SimulatedExecutor:
             duration *= 0.25 + 0.5 * self._unit("errored-after", key, run.test, str(attempt))
 
         simulated, interrupted = self._wait(duration, should_stop)
-        finished_at = started_at + timedelta(seconds=simulated)
+        # Report the simulated duration ending now: compressed time never yields a future timestamp.
+        finished_at = utc_now()
+        started_at = min(started_at, finished_at - timedelta(seconds=simulated))
         if interrupted:
             return errored("interrupted: the agent is stopping", started_at, finished_at)
         if fails:

@@ -18,6 +18,11 @@ router.register("jobs", JobViewSet)
 urlpatterns = [
     path("auth/whoami/", WhoAmIView.as_view(), name="whoami"),
     path("satellites/heartbeat/", inventory.SatelliteHeartbeatView.as_view(), name="satellite-heartbeat"),
+    path(
+        "satellites/resource-classes/",
+        inventory.SatelliteResourceClassesView.as_view(),
+        name="satellite-resource-classes",
+    ),
     path("policies/resolved-thresholds/", policies.ResolvedThresholdsView.as_view(), name="resolved-thresholds"),
     *router.urls,
 ]

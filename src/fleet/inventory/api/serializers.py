@@ -68,3 +68,12 @@ class SatelliteHeartbeatRequestSerializer(serializers.Serializer):
     satellite_name = serializers.CharField(max_length=100)
     workflows = AdvertisedWorkflowSerializer(many=True)
     agent_version = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+
+
+class SatelliteScopeQuerySerializer(serializers.Serializer):
+    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
+    satellite_name = serializers.CharField(max_length=100)
+
+
+class ResourceClassesSerializer(serializers.Serializer):
+    resource_classes = serializers.ListField(child=serializers.CharField())

@@ -65,3 +65,27 @@ class SatelliteHeartbeatView(APIView):
             satellite=satellite, workflows=data["workflows"], agent_version=data["agent_version"]
         )
         return Response(serializers.SatelliteSerializer(satellite).data)
+
+
+class SatelliteResourceClassesView(APIView):
+    """The resource classes of the devices a satellite manages: the scopes its agent reconciles."""
+
+    required_scopes = ["fleet:read"]
+
+    @extend_schema(
+        operation_id="api_v1_satellites_resource_classes_retrieve",
+        tags=["Satellites"],
+        summary="Resource classes a satellite manages",
+        parameters=[serializers.SatelliteScopeQuerySerializer],
+        responses={200: serializers.ResourceClassesSerializer},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(serializers.SatelliteScopeQuerySerializer, request, data=request.query_params)
+        satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
+        ensure_acts_as_satellite(request.user, satellite)
+        classes = (
+            Device.objects.filter(satellite=satellite)
+            .order_by("resource_class")
+            .values_list("resource_class", flat=True)
+        ).distinct()
+        return Response(serializers.ResourceClassesSerializer({"resource_classes": list(classes)}).data)

@@ -1,0 +1,121 @@
+"""`fleet-agent run|once`: the satellite agent's command line (names kept stable, DESIGN §7)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+from typing import Any
+
+from fleet_agent import __version__
+from fleet_agent.client import ApiError, FleetClient, Unreachable
+from fleet_agent.config import AgentConfig, ConfigError, load_config
+from fleet_agent.executors.base import Executor
+from fleet_agent.logs import configure
+from fleet_agent.runner import Agent
+from fleet_agent.state import AgentState
+
+logger = logging.getLogger("fleet_agent")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fleet-agent", description="The fleet-burnin satellite agent.")
+    parser.add_argument("--version", action="version", version=f"fleet-agent {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, text in (
+        ("run", "every loop, forever, until SIGTERM/SIGINT"),
+        ("once", "one pass of every loop, then exit (non-zero on failure)"),
+    ):
+        sub = commands.add_parser(name, help=text, description=text)
+        sub.add_argument("--api", help="Service URL (FLEET_AGENT_API)")
+        sub.add_argument("--site", help="Site slug (FLEET_AGENT_SITE)")
+        sub.add_argument("--satellite", help="Satellite name (FLEET_AGENT_SATELLITE)")
+        sub.add_argument("--client-id", help="OAuth2 client id (FLEET_AGENT_CLIENT_ID)")
+        sub.add_argument("--client-secret", help="OAuth2 client secret (FLEET_AGENT_CLIENT_SECRET)")
+        sub.add_argument("--executor", choices=["simulated", "command"], help="(FLEET_AGENT_EXECUTOR)")
+        sub.add_argument("--seed", type=int, help="Simulated executor seed (FLEET_AGENT_SEED)")
+        sub.add_argument("--time-scale", type=float, help="Simulated time factor, 0 = no waiting")
+        sub.add_argument("--faulty-share", type=float, help="Simulated share of faulty devices")
+        sub.add_argument("--errored-share", type=float, help="Simulated share of runs that error")
+        sub.add_argument("--concurrency", type=int, help="Jobs run at once (FLEET_AGENT_CONCURRENCY)")
+        sub.add_argument("--state-dir", help="Where the agent keeps crash-recovery state")
+        sub.add_argument("--config", help="A TOML or YAML file with the same keys")
+        sub.add_argument("--log-format", choices=["text", "json"])
+        sub.add_argument("--log-level", help="DEBUG, INFO, WARNING, ...")
+    return parser
+
+
+def make_executor(config: AgentConfig) -> Executor:
+    if config.executor == "command":
+        from fleet_agent.executors.command import CommandExecutor
+
+        return CommandExecutor(config.commands, timeout_s=config.command_timeout)
+    from fleet_agent.executors.simulated import SimulatedExecutor
+
+    return SimulatedExecutor(
+        seed=config.seed,
+        faulty_share=config.faulty_share,
+        transient_share=config.transient_share,
+        errored_share=config.errored_share,
+        slow_share=config.slow_share,
+        time_scale=config.time_scale,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    try:
+        config = load_config(flags, file=args.config)
+    except ConfigError as exc:
+        print(f"fleet-agent: {exc}", file=sys.stderr)  # noqa: T201 - before logging is configured
+        return 2
+    configure(config.log_format, config.log_level)
+    client = FleetClient(
+        config.api,
+        config.client_id,
+        config.client_secret,
+        timeout=config.request_timeout,
+        max_retries=config.max_retries,
+    )
+    agent = Agent(config, client, make_executor(config), AgentState(config.state_dir))
+
+    def on_signal(signum, _frame):
+        logger.info("received %s: finishing the report in flight, then exiting", signal.Signals(signum).name)
+        agent.stop()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    logger.info(
+        "fleet-agent %s for %s/%s against %s (%s executor)",
+        __version__,
+        config.site,
+        config.satellite,
+        config.api,
+        config.executor,
+    )
+    try:
+        if args.command == "once":
+            report = agent.once()
+            logger.info(
+                "pass done: %d job(s), %d execution(s), phase 1 %s",
+                report.jobs_run,
+                report.executions,
+                report.evaluated,
+            )
+            return 1 if agent.stopping else 0
+        agent.run()
+        return 0
+    except (ApiError, Unreachable) as exc:
+        logger.error("%s", exc)
+        return 1
+    except Exception:
+        logger.exception("the pass failed")
+        return 1
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

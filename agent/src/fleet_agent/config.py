@@ -1,0 +1,119 @@
+"""Agent configuration: command-line flags override environment variables, which override a
+TOML or YAML file (`--config`), which overrides the defaults."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """The configuration is incomplete or wrong; the message names the key."""
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    api: str = ""
+    site: str = ""
+    satellite: str = ""
+    client_id: str = ""
+    client_secret: str = ""
+    executor: str = "simulated"
+    seed: int = 0
+    time_scale: float = 0.0
+    faulty_share: float = 0.15
+    transient_share: float = 0.5
+    errored_share: float = 0.0
+    slow_share: float = 0.05
+    concurrency: int = 4
+    heartbeat_interval: float = 30.0
+    jobs_interval: float = 5.0
+    evaluate_interval: float = 10.0
+    reconcile_interval: float = 60.0
+    page_limit: int = 200
+    results_batch: int = 200
+    reconcile_limit: int = 500
+    deferred_backoff: float = 1.0
+    state_dir: str = ".fleet-agent"
+    log_format: str = "text"
+    log_level: str = "INFO"
+    request_timeout: float = 30.0
+    max_retries: int = 6
+    commands: dict[str, Any] = field(default_factory=dict)
+    command_timeout: float = 7200.0
+
+    def check(self) -> AgentConfig:
+        missing = [
+            name for name in ("api", "site", "satellite", "client_id", "client_secret") if not getattr(self, name)
+        ]
+        if missing:
+            env = ", ".join(f"--{m.replace('_', '-')} / {ENV_PREFIX}{m.upper()}" for m in missing)
+            raise ConfigError(f"missing configuration: {env}")
+        if self.executor not in ("simulated", "command"):
+            raise ConfigError(f"executor: {self.executor!r} is not one of simulated, command")
+        if self.executor == "command" and not self.commands:
+            raise ConfigError("commands: the command executor needs a `commands` table in the config file")
+        if self.log_format not in ("text", "json"):
+            raise ConfigError(f"log_format: {self.log_format!r} is not one of text, json")
+        if self.concurrency < 1:
+            raise ConfigError("concurrency: must be at least 1")
+        if not 1 <= self.reconcile_limit <= 500:
+            raise ConfigError("reconcile_limit: must be between 1 and 500")
+        return self
+
+
+ENV_PREFIX = "FLEET_AGENT_"
+
+
+def _coerce(name: str, value: Any) -> Any:
+    kind = {f.name: f.type for f in fields(AgentConfig)}[name]
+    try:
+        if kind == "int":
+            return int(value)
+        if kind == "float":
+            return float(value)
+        if kind.startswith("dict"):
+            if not isinstance(value, dict):
+                raise ConfigError(f"{name}: must be a table/mapping")
+            return value
+        return str(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{name}: {value!r} is not a valid {kind}") from exc
+
+
+def read_file(path: str | Path) -> dict[str, Any]:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
+        raise ConfigError(f"config: {path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"config: {path} must hold a table of settings")
+    return {key.replace("-", "_"): value for key, value in data.items()}
+
+
+def load_config(flags: dict[str, Any], environ: dict[str, str] | None = None, file: str | None = None) -> AgentConfig:
+    """Merge defaults < file < environment < flags (flags given as None are ignored)."""
+    environ = dict(os.environ if environ is None else environ)
+    known = {f.name for f in fields(AgentConfig)}
+    merged: dict[str, Any] = {}
+    if file:
+        for key, value in read_file(file).items():
+            if key not in known:
+                raise ConfigError(f"config: unknown key {key!r} in {file}")
+            merged[key] = value
+    for name in known:
+        raw = environ.get(f"{ENV_PREFIX}{name.upper()}")
+        if raw is not None and name != "commands":
+            merged[name] = raw
+    merged.update({k: v for k, v in flags.items() if v is not None and k in known})
+    return AgentConfig(**{k: _coerce(k, v) for k, v in merged.items()}).check()

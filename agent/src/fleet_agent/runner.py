@@ -1,0 +1,360 @@
+"""The agent's loops: heartbeat, jobs, phase 1 (evaluate) and phase 2 (reconcile).
+
+`once()` runs one pass of every loop in that order and raises on failure; `run()` keeps every
+loop going on its interval until `stop()` (SIGTERM/SIGINT), finishing the report in flight.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from fleet_agent import __version__
+from fleet_agent.client import ApiError, FleetClient
+from fleet_agent.config import AgentConfig
+from fleet_agent.evaluator import evaluate
+from fleet_agent.executors.base import ERRORED, Executor, Target, TestRun
+from fleet_agent.state import AgentState
+
+logger = logging.getLogger("fleet_agent")
+
+#: Execution ids are derived from (job, requirement, target): a replay after a crash reports the
+#: same execution again instead of inventing a second one.
+EXECUTION_NAMESPACE = uuid.UUID("5f0c3b1e-6a44-4c1b-9d0e-0b2f6c8f7a10")
+MULTI_NODE = "MultiNodeBurnInCollectiveWorkflow"
+
+
+def execution_id_for(job_id: str, requirement: str, target_id: str) -> str:
+    return str(uuid.uuid5(EXECUTION_NAMESPACE, f"{job_id}/{requirement}/{target_id}"))
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+@dataclass
+class PassReport:
+    """What one pass did, for logs and for the exit status of `once`."""
+
+    jobs_run: int = 0
+    executions: int = 0
+    evaluated: dict[str, int] = field(default_factory=lambda: {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0})
+    reconciled: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+class JobAbandoned(Exception):
+    """The service says the job is no longer ours (cancelled, or its lease expired)."""
+
+
+class Agent:
+    def __init__(self, config: AgentConfig, client: FleetClient, executor: Executor, state: AgentState) -> None:
+        self.config, self.client, self.executor, self.state = config, client, executor, state
+        self._stop = threading.Event()
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def recover(self) -> None:
+        """After a crash: executions left `running` are reported errored, jobs left held are
+        finished as failed, so nothing stays stuck until a lease expires."""
+        for execution_id, report in self.state.in_flight().items():
+            body = report | {
+                "status": ERRORED,
+                "finished_at": _iso(datetime.now(UTC)),
+                "error": "the agent restarted while this execution ran; its result is lost",
+            }
+            try:
+                self.client.report_execution(execution_id, body)
+                logger.warning("reported interrupted execution %s as errored", execution_id)
+            except ApiError as exc:
+                logger.warning("could not close interrupted execution %s: %s", execution_id, exc)
+            self.state.execution_finished(execution_id)
+        for job_id in self.state.held_jobs():
+            try:
+                self.client.finish_job(job_id, "failed", "the agent restarted while running this job")
+                logger.warning("failed job %s left over from before a restart", job_id)
+            except ApiError as exc:
+                logger.info("job %s left over from before a restart already ended: %s", job_id, exc.code)
+            self.state.job_finished(job_id)
+
+    def once(self) -> PassReport:
+        report = PassReport()
+        self.recover()
+        self.heartbeat()
+        while not self.stopping:
+            jobs = self.client.claim(self.config.site, self.config.satellite, self.config.concurrency)
+            if not jobs:
+                break
+            with ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="job") as pool:
+                for executions in pool.map(self.run_job, jobs):
+                    report.jobs_run += 1
+                    report.executions += executions
+        report.evaluated = self.evaluate_pending()
+        report.reconciled = self.reconcile_all()
+        return report
+
+    def run(self) -> None:
+        """The daemon: every loop on its interval until stopped. A failing loop is logged and
+        retried on its next tick; it never takes the others down."""
+        self.recover()
+        pool = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="job")
+        running: set[Future] = set()
+        loops = [
+            ("heartbeat", self.config.heartbeat_interval, self.heartbeat),
+            ("jobs", self.config.jobs_interval, lambda: self._claim_into(pool, running)),
+            ("evaluate", self.config.evaluate_interval, self.evaluate_pending),
+            ("reconcile", self.config.reconcile_interval, self.reconcile_all),
+        ]
+        due = dict.fromkeys((name for name, _, _ in loops), 0.0)
+        try:
+            while not self.stopping:
+                for name, interval, loop in loops:
+                    if self.stopping or time.monotonic() < due[name]:
+                        continue
+                    try:
+                        loop()
+                    except Exception:
+                        logger.exception("%s loop failed; retrying in %.0fs", name, interval)
+                    due[name] = time.monotonic() + interval
+                self._stop.wait(max(0.05, min(due.values()) - time.monotonic()))
+        finally:
+            logger.info("stopping: finishing %d job(s) in flight", len(running))
+            pool.shutdown(wait=True)
+
+    def _claim_into(self, pool: ThreadPoolExecutor, running: set[Future]) -> None:
+        running.difference_update({f for f in running if f.done()})
+        free = self.config.concurrency - len(running)
+        if free <= 0:
+            return
+        for job in self.client.claim(self.config.site, self.config.satellite, free):
+            future = pool.submit(self.run_job, job)
+            running.add(future)
+
+    # --- heartbeat ------------------------------------------------------------------------------
+
+    def heartbeat(self) -> None:
+        self.client.heartbeat(self.config.site, self.config.satellite, self.executor.workflows(), __version__)
+
+    # --- jobs -----------------------------------------------------------------------------------
+
+    def run_job(self, job: dict) -> int:
+        """Run every requirement of a claimed job, reporting each execution, heartbeating the
+        lease meanwhile, then finish the job. Returns how many executions were reported."""
+        job_id = job["id"]
+        self.state.job_started(job_id)
+        lost = threading.Event()
+        beating = threading.Event()
+
+        def keep_lease() -> None:
+            interval = max(1.0, self._lease_seconds(job) / 3)
+            while not beating.wait(interval):
+                try:
+                    self.client.job_heartbeat(job_id)
+                except ApiError as exc:
+                    if exc.status == 409:
+                        logger.warning("job %s is no longer ours: %s", job_id, exc.body.get("detail"))
+                        lost.set()
+                        return
+                    logger.warning("lease heartbeat for job %s failed: %s", job_id, exc)
+                except Exception:
+                    logger.exception("lease heartbeat for job %s failed", job_id)
+
+        heart = threading.Thread(target=keep_lease, name=f"lease-{job_id[:8]}", daemon=True)
+        heart.start()
+        executions, errored_any = 0, False
+        try:
+            for requirement in job["parameters"].get("requirements", []):
+                if self.stopping or lost.is_set():
+                    break
+                status = self._run_requirement(job, requirement, should_stop=lambda: self.stopping or lost.is_set())
+                executions += 1
+                errored_any |= status == ERRORED
+        finally:
+            beating.set()
+            heart.join(timeout=5)
+        if lost.is_set():
+            self.state.job_finished(job_id)
+            return executions
+        if self.stopping:
+            outcome, reason = "failed", "the agent stopped before the job finished"
+        elif errored_any:
+            outcome, reason = "failed", "an execution errored"
+        else:
+            outcome, reason = "succeeded", ""
+        try:
+            self.client.finish_job(job_id, outcome, reason)
+        except ApiError as exc:
+            logger.warning("could not finish job %s: %s", job_id, exc)
+        self.state.job_finished(job_id)
+        logger.info("job %s %s (%d execution(s))", job_id, outcome, executions)
+        return executions
+
+    def _lease_seconds(self, job: dict) -> float:
+        try:
+            expires = datetime.fromisoformat(job["lease_expires_at"].replace("Z", "+00:00"))
+            return max(3.0, (expires - datetime.now(UTC)).total_seconds())
+        except (KeyError, TypeError, ValueError, AttributeError):
+            return 60.0
+
+    def _run_requirement(self, job: dict, requirement: dict, *, should_stop) -> str:
+        devices = job["devices"]
+        multi = job["workflow_name"] == MULTI_NODE
+        targets = tuple(Target(d["id"], d["hostname"], d["resource_class"]) for d in devices)
+        target_id = job["topology"]["id"] if multi else devices[0]["id"]
+        execution_id = execution_id_for(job["id"], requirement["name"], target_id)
+        base = {
+            "requirement": requirement["name"],
+            "test": requirement["test"],
+            "job_id": job["id"],
+            "parameters": requirement.get("parameters", {}),
+            ("topology_id" if multi else "device_id"): target_id,
+        }
+        running = base | {"status": "running", "started_at": _iso(datetime.now(UTC))}
+        self.state.execution_started(execution_id, base)
+        self.client.report_execution(execution_id, running)
+        attempt = self.state.next_attempt(requirement["name"], target_id)
+        outcome = self.executor.run(
+            TestRun(
+                requirement=requirement["name"],
+                test=requirement["test"],
+                parameters=dict(requirement.get("parameters", {})),
+                targets=targets,
+                topology_label=job["topology"]["label"] if multi else None,
+            ),
+            attempt=attempt,
+            should_stop=should_stop,
+        )
+        final = base | {
+            "status": outcome.status,
+            "metrics": outcome.metrics,
+            "error": outcome.error or "",
+            "started_at": _iso(outcome.started_at),
+            "finished_at": _iso(outcome.finished_at),
+        }
+        self.client.report_execution(execution_id, final)
+        self.state.execution_finished(execution_id)
+        logger.info(
+            "%s on %s: %s (attempt %d)",
+            requirement["name"],
+            job["topology"]["label"] if multi else devices[0]["hostname"],
+            outcome.status,
+            attempt,
+        )
+        return outcome.status
+
+    # --- phase 1 --------------------------------------------------------------------------------
+
+    def evaluate_pending(self) -> dict[str, int]:
+        """Evaluate everything the feed offers, posting results in batches."""
+        totals = {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0}
+        cursor = None
+        while not self.stopping:
+            page = self.client.pending_evaluations(
+                self.config.site, self.config.satellite, self.config.page_limit, cursor
+            )
+            results = [
+                {
+                    "execution_id": item["execution_id"],
+                    "evaluation_result": evaluate(
+                        status=item["status"],
+                        metrics=item["metrics"],
+                        rules=item["thresholds"],
+                        error=item.get("error") or None,
+                    ),
+                    "evaluation_source_key": item["evaluation_source_key"],
+                    "expected_updated_at": item["updated_at"],
+                }
+                for item in page["results"]
+            ]
+            for start in range(0, len(results), self.config.results_batch):
+                counts = self.client.upsert_results(results[start : start + self.config.results_batch])
+                for key in totals:
+                    totals[key] += counts[key]
+            cursor = page["next_cursor"]
+            if not cursor:
+                break
+        if any(totals.values()):
+            logger.info(
+                "phase 1: written %(written)d, unchanged %(unchanged)d, stale %(stale)d, invalid %(invalid)d", totals
+            )
+        if totals["invalid"]:
+            logger.warning("phase 1: %d result(s) were invalid (check the agent's site binding)", totals["invalid"])
+        return totals
+
+    # --- phase 2 --------------------------------------------------------------------------------
+
+    def reconcile_all(self) -> dict[str, dict[str, Any]]:
+        summary = {}
+        for resource_class in self.client.resource_classes(self.config.site, self.config.satellite):
+            if self.stopping:
+                break
+            try:
+                summary[resource_class] = self.sweep(resource_class)
+            except ApiError as exc:
+                if "resource_class" in exc.field_errors():
+                    logger.warning("phase 2: %s has no acceptance policy; its devices are not judged", resource_class)
+                    continue
+                raise
+        return summary
+
+    def sweep(self, resource_class: str, restarts: int = 3) -> dict[str, Any]:
+        """Reconcile one scope to the end of a sweep, restarting when the cursor is refused (the
+        policy changed mid-sweep) and backing off while pages are all waiting on phase 1."""
+        totals = {"written": 0, "unchanged": 0, "deferred": 0, "deleted": 0, "guard_tripped": False, "targets": 0}
+        cursor, backoff = None, self.config.deferred_backoff
+        while not self.stopping:
+            try:
+                page = self.client.reconcile(
+                    self.config.site, self.config.satellite, resource_class, self.config.reconcile_limit, cursor
+                )
+            except ApiError as exc:
+                if cursor and exc.status == 400 and "cursor" in exc.field_errors() and restarts > 0:
+                    logger.info("phase 2: %s sweep restarted: %s", resource_class, exc.field_errors()["cursor"][0])
+                    return self.sweep(resource_class, restarts - 1)
+                raise
+            for key in ("written", "unchanged", "deferred", "deleted"):
+                totals[key] += page[key]
+            totals["targets"] = page["target_count"]
+            totals["guard_tripped"] |= page["guard_tripped"]
+            seen = page["written"] + page["unchanged"] + page["deferred"]
+            if seen and page["deferred"] == seen and page["next_cursor"]:
+                self._stop.wait(backoff)  # every target of the page waits on phase 1: give it time
+                backoff = min(backoff * 2, 30.0)
+            cursor = page["next_cursor"]
+            if cursor is None:
+                break
+        if totals["targets"] == 0:
+            logger.warning(
+                "phase 2: the %s policy governs NO target of %s/%s (target_count 0): check enrolment and the policy",
+                resource_class,
+                self.config.site,
+                self.config.satellite,
+            )
+        if totals["guard_tripped"]:
+            logger.warning(
+                "phase 2: %s cleanup guard tripped: rows of vanished targets were kept; check the "
+                "inventory before they are removed",
+                resource_class,
+            )
+        logger.info(
+            "phase 2: %s: %d target(s), written %d, unchanged %d, deferred %d, deleted %d",
+            resource_class,
+            totals["targets"],
+            totals["written"],
+            totals["unchanged"],
+            totals["deferred"],
+            totals["deleted"],
+        )
+        return totals
