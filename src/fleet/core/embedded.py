@@ -39,6 +39,7 @@ def _prepare_runtime_dir(data_dir: Path) -> None:
     if not os.environ.get("XDG_RUNTIME_DIR"):
         runtime = data_dir.parent / "run"
         runtime.mkdir(parents=True, exist_ok=True, mode=0o700)
+        runtime.chmod(0o700)  # platformdirs ignores a runtime dir others can read
         os.environ["XDG_RUNTIME_DIR"] = str(runtime)
 
 

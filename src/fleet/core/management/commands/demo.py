@@ -1,0 +1,199 @@
+"""`fleet demo`: the service with a simulated fleet going through burn-in.
+
+Migrates, applies the example fleet, issues each satellite its OAuth2 client, starts `fleet serve`
+and one `fleet-agent run` (simulated executor) per satellite, then plays the operator: it
+dispatches everything that has not passed yet and prints the progress until Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+from django.db import connections
+from rich.console import Console
+from rich.table import Table
+
+from fleet.burnin.models import PolicyProgress, Verdict
+from fleet.burnin.rerun_dispatch import rerun_dispatch
+from fleet.core import embedded
+from fleet.core.dbbackend.base import APP_DATABASE
+from fleet.fleetfile.apply import fleet_apply
+from fleet.fleetfile.document import FleetFileError, parse_text
+from fleet.inventory.models import Satellite, Site
+from fleet.inventory.services import satellite_credentials_issue
+from fleet.jobs.models import ACTIVE_JOB_STATUSES, Job
+
+EXAMPLE = Path(__file__).resolve().parents[5] / "examples" / "fleet.yaml"
+
+
+class Command(BaseCommand):
+    help = "Run the service with a simulated fleet going through burn-in (the README's main command)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default="127.0.0.1")
+        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument("--fleet-file", default=str(EXAMPLE), help="The fleet to simulate.")
+        parser.add_argument(
+            "--time-scale",
+            type=float,
+            default=0.002,
+            help="Simulated seconds per real second (0.002: a 30-minute DCGM run takes 3.6 s).",
+        )
+        parser.add_argument("--seed", type=int, default=42)
+        parser.add_argument("--faulty-share", type=float, default=0.15)
+        parser.add_argument("--dispatch-every", type=float, default=15.0, help="Seconds between operator reruns.")
+        parser.add_argument("--duration", type=float, default=0.0, help="Stop after this many seconds (0: never).")
+
+    def handle(self, *args, **options):
+        console = Console(file=self.stdout._out, width=110)
+        if settings.DATABASES["default"]["ENGINE"] == "fleet.core.dbbackend":
+            embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR, database=APP_DATABASE)
+        call_command("migrate", interactive=False, verbosity=0)
+        try:
+            summary = fleet_apply(document=parse_text(Path(options["fleet_file"]).read_text()))
+        except (OSError, FleetFileError) as exc:
+            raise CommandError(f"{options['fleet_file']}: {exc}") from exc
+        console.print(
+            f"Fleet applied from {options['fleet_file']} ({summary.counts['devices'].created} devices created)."
+        )
+        password = self.ensure_admin(console)
+        base = f"http://{options['host']}:{options['port']}"
+        children: list[subprocess.Popen] = []
+        stop = {"now": False}
+
+        def request_stop(signum, _frame):
+            stop["now"] = True
+
+        signal.signal(signal.SIGINT, request_stop)
+        signal.signal(signal.SIGTERM, request_stop)
+        connections.close_all()
+        try:
+            children.append(
+                self.spawn(
+                    [sys.executable, "-m", "fleet", "serve", "--host", options["host"], "--port", str(options["port"])],
+                    {},
+                )
+            )
+            self.wait_until_up(base, children[0])
+            for satellite in Satellite.objects.select_related("site").order_by("site__slug", "name"):
+                issued = satellite_credentials_issue(satellite=satellite)
+                env = {
+                    "FLEET_AGENT_API": base,
+                    "FLEET_AGENT_SITE": satellite.site.slug,
+                    "FLEET_AGENT_SATELLITE": satellite.name,
+                    "FLEET_AGENT_CLIENT_ID": issued.client_id,
+                    "FLEET_AGENT_CLIENT_SECRET": issued.client_secret,
+                    "FLEET_AGENT_SEED": str(options["seed"]),
+                    "FLEET_AGENT_TIME_SCALE": str(options["time_scale"]),
+                    "FLEET_AGENT_FAULTY_SHARE": str(options["faulty_share"]),
+                    "FLEET_AGENT_STATE_DIR": str(settings.DATA_DIR / "agents" / satellite.site.slug / satellite.name),
+                    "FLEET_AGENT_RECONCILE_INTERVAL": "10",
+                    "FLEET_AGENT_EVALUATE_INTERVAL": "3",
+                }
+                children.append(self.spawn([sys.executable, "-m", "fleet_agent", "run"], env))
+            console.print(
+                f"\n[bold]fleet-burnin demo[/bold] at {base}/  ·  API docs {base}/api/docs/  ·  "
+                f"admin {base}/admin/ (admin / {password})\n"
+                "Agents are burning in the simulated fleet; the operator loop dispatches what has not "
+                "passed. Ctrl-C stops everything.\n"
+            )
+            started, next_dispatch = time.monotonic(), time.monotonic() + 5
+            while not stop["now"]:
+                if options["duration"] and time.monotonic() - started > options["duration"]:
+                    break
+                if any(child.poll() is not None for child in children):
+                    raise CommandError("a demo process exited unexpectedly; see the log above")
+                if time.monotonic() >= next_dispatch:
+                    self.operator_pass(console)
+                    next_dispatch = time.monotonic() + options["dispatch_every"]
+                time.sleep(0.5)
+        finally:
+            # Agents first, so their last reports still reach the server; then the server.
+            self.terminate(children[1:])
+            self.terminate(children[:1])
+        self.print_progress(console)
+
+    def terminate(self, processes: list[subprocess.Popen]) -> None:
+        for process in processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        for process in processes:
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def spawn(self, command: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
+        env = dict(os.environ) | extra_env
+        return subprocess.Popen(command, env=env)
+
+    def wait_until_up(self, base: str, server: subprocess.Popen) -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if server.poll() is not None:
+                raise CommandError("fleet serve exited; is the port free?")
+            try:
+                httpx.get(f"{base}/api/schema/?format=json", timeout=2)
+                return
+            except httpx.TransportError:
+                time.sleep(0.3)
+        raise CommandError("fleet serve did not answer within 60 s")
+
+    def ensure_admin(self, console: Console) -> str:
+        User = get_user_model()
+        password_file = settings.DATA_DIR / "demo-admin-password"
+        if User.objects.filter(username="admin").exists() and password_file.exists():
+            return password_file.read_text().strip()
+        password = secrets.token_urlsafe(12)
+        user = User.objects.filter(username="admin").first() or User(username="admin", email="admin@example.com")
+        user.is_staff = user.is_superuser = True
+        user.set_password(password)
+        user.save()
+        password_file.write_text(password)
+        password_file.chmod(0o600)
+        return password
+
+    def operator_pass(self, console: Console) -> None:
+        """What an operator does: rerun everything that has not passed (skips explain the rest)."""
+        for site in Site.objects.all():
+            waiting = set(
+                PolicyProgress.objects.filter(site=site, device__isnull=False)
+                .exclude(verdict=Verdict.PASSED)
+                .values_list("device_id", flat=True)
+            )
+            waiting |= set(
+                PolicyProgress.objects.filter(site=site, topology__isnull=False)
+                .exclude(verdict=Verdict.PASSED)
+                .values_list("topology__devices__id", flat=True)
+            ) - {None}
+            if not waiting:
+                continue
+            outcome = rerun_dispatch(
+                site=site, device_ids=sorted(waiting, key=str), mode="non_passing", requested_by="demo operator"
+            )
+            if outcome.jobs:
+                console.print(f"{site.slug}: dispatched {len(outcome.jobs)} job(s) for {len(waiting)} device(s)")
+        self.print_progress(console)
+
+    def print_progress(self, console: Console) -> None:
+        table = Table(title="Burn-in progress", show_lines=False)
+        for column in ("site", "resource class", *Verdict.values):
+            table.add_column(column, justify="left" if column in ("site", "resource class") else "right")
+        counts: dict[tuple[str, str], dict[str, int]] = {}
+        for site, rc, verdict in PolicyProgress.objects.values_list("site__slug", "resource_class", "verdict"):
+            counts.setdefault((site, rc), dict.fromkeys(Verdict.values, 0))[verdict] += 1
+        for (site, rc), verdicts in sorted(counts.items()):
+            table.add_row(site, rc, *(str(verdicts[v]) for v in Verdict.values))
+        console.print(table)
+        console.print(f"active jobs: {Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).count()}")

@@ -1,0 +1,48 @@
+"""`fleet demo` (the README's main command) brings up a service whose simulated fleet burns in."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from django.conf import global_settings
+
+from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.jobs.models import JobDevice
+from tests.helpers import REPO, fleet_env, free_port
+
+
+def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settings, tmp_path):
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
+    port = free_port()
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "fleet",
+            "demo",
+            "--port",
+            str(port),
+            "--duration",
+            "20",
+            "--dispatch-every",
+            "4",
+            "--time-scale",
+            "0.0005",
+        ],
+        env=fleet_env(FLEET_DATA_DIR=str(tmp_path)),
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert f"http://127.0.0.1:{port}/api/docs/" in result.stdout
+    assert "Burn-in progress" in result.stdout
+    verdicts = set(PolicyProgress.objects.values_list("verdict", flat=True))
+    assert "passed" in verdicts
+    assert TestExecution.objects.filter(status="completed").count() > 50
+    assert not TestExecution.objects.filter(status="running").exists(), "shutdown left an execution running"
+    assert not JobDevice.objects.filter(active=True, job__status="running").exists()
+    assert (tmp_path / "demo-admin-password").exists()
+    assert "Traceback" not in result.stderr
