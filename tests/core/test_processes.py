@@ -68,3 +68,32 @@ def test_two_processes_started_at_once_share_one_embedded_server(tmp_path):
     while pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not pidfile.exists(), "the last process to detach must stop the embedded server"
+
+
+def test_a_killed_process_does_not_keep_the_embedded_server_alive(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "XDG_RUNTIME_DIR"}}
+    env.update(
+        {"DJANGO_SETTINGS_MODULE": "fleet.settings", "FLEET_DATA_DIR": str(tmp_path / "d"), "SECRET_KEY": "x" * 50}
+    )
+    attach = "import django, time; django.setup()\nfrom django.db import connection\nconnection.ensure_connection()\n"
+    victim = subprocess.Popen(
+        [sys.executable, "-c", attach + "print('up', flush=True)\ntime.sleep(60)\n"],
+        env=env,
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert victim.stdout.readline().strip() == "up"
+    victim.kill()
+    victim.wait(10)
+    pidfile = tmp_path / "d" / "postgres" / "postmaster.pid"
+    assert pidfile.exists(), "the server outlives a SIGKILLed process (nobody detached it)"
+    later = subprocess.run(
+        [sys.executable, "-c", attach], env=env, cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert later.returncode == 0, later.stderr
+    deadline = time.monotonic() + 15
+    while pidfile.exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not pidfile.exists(), "the last live process must stop the server despite the killed one"

@@ -23,6 +23,9 @@ class TestExecutionAdmin(AgentOwnedAdmin):
     search_fields = ["id", "device__hostname", "topology__label", "requirement__name"]
     list_select_related = ["requirement", "device", "topology"]
 
+    def has_delete_permission(self, request, obj=None):
+        return request.user.has_perm("burnin.delete_policyprogress")
+
 
 @admin.register(EvaluationResult)
 class EvaluationResultAdmin(AgentOwnedAdmin):
@@ -33,7 +36,12 @@ class EvaluationResultAdmin(AgentOwnedAdmin):
 
 @admin.register(PolicyProgress)
 class PolicyProgressAdmin(AgentOwnedAdmin):
+    """Rows can be deleted by hand: the operator intervention a tripped cleanup guard asks for."""
+
     list_display = ["requirement", "device", "topology", "verdict", "policy_version", "reconciled_at"]
     list_filter = ["verdict", "site", "resource_class", "gate"]
     search_fields = ["device__hostname", "topology__label", "requirement__name"]
     list_select_related = ["requirement", "device", "topology"]
+
+    def has_delete_permission(self, request, obj=None):
+        return request.user.has_perm("burnin.delete_policyprogress")
