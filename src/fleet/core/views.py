@@ -8,13 +8,11 @@ from rest_framework import viewsets
 from fleet.core.principals import site_restriction
 
 
-class SiteScopedReadViewSet(viewsets.ReadOnlyModelViewSet):
-    """Read-only endpoints whose rows belong to a site: a satellite-bound client sees only its
-    own site's rows (`site_lookup` names the path to the row's site id)."""
+class SiteScopedQuerysetMixin:
+    """Rows that belong to a site: a satellite-bound client sees only its own site's rows
+    (`site_lookup` names the path to the row's site id)."""
 
     site_lookup = "site_id"
-    required_scopes = ["fleet:read"]
-    lookup_value_converter = "uuid"
 
     def get_queryset(self) -> QuerySet:
         queryset = super().get_queryset()
@@ -22,3 +20,8 @@ class SiteScopedReadViewSet(viewsets.ReadOnlyModelViewSet):
         if restricted is not None:
             queryset = queryset.filter(**{self.site_lookup: restricted})
         return queryset
+
+
+class SiteScopedReadViewSet(SiteScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
+    required_scopes = ["fleet:read"]
+    lookup_value_converter = "uuid"

@@ -6,7 +6,7 @@ from django.contrib import admin
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnly:
     def has_add_permission(self, request, obj=None):
         return False
 
@@ -17,20 +17,15 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-class RequirementInline(admin.TabularInline):
+class ReadOnlyAdmin(ReadOnly, admin.ModelAdmin):
+    pass
+
+
+class RequirementInline(ReadOnly, admin.TabularInline):
     model = Requirement
     fields = ["name", "gate", "scope", "unit", "test", "rerunnable", "retired_at"]
     extra = 0
     show_change_link = True
-
-    def has_add_permission(self, request, obj=None):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 class ThresholdInline(RequirementInline):

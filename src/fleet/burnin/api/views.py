@@ -20,8 +20,9 @@ from fleet.burnin.selectors import progress_summary
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.core.error_schema import ERROR_DESCRIPTIONS
 from fleet.core.pagination import FleetCursorPagination
-from fleet.core.principals import actor_label, ensure_acts_as_satellite, ensure_site_allowed, site_restriction
+from fleet.core.principals import actor_label, ensure_acts_as_satellite, ensure_site_allowed
 from fleet.core.requests import validated
+from fleet.core.views import SiteScopedQuerysetMixin
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import satellite_of_site
 
@@ -208,18 +209,13 @@ class ProgressPagination(FleetCursorPagination):
         summary="The policy-progress projection, filtered",
     )
 )
-class PolicyProgressListView(generics.ListAPIView):
+class PolicyProgressListView(SiteScopedQuerysetMixin, generics.ListAPIView):
     queryset = PolicyProgress.objects.select_related("requirement", "device", "topology")
     serializer_class = s.PolicyProgressSerializer
     filterset_class = PolicyProgressFilter
     pagination_class = ProgressPagination
     required_scopes = ["fleet:read"]
     required_permissions = ["burnin.view_policyprogress"]
-
-    def get_queryset(self):
-        queryset = super().get_queryset()
-        restricted = site_restriction(self.request.user)
-        return queryset if restricted is None else queryset.filter(site_id=restricted)
 
 
 class ProgressSummaryView(APIView):
