@@ -43,8 +43,13 @@ def oauth_client(db) -> Callable[..., Application]:
             bound = SatelliteCredential.objects.filter(satellite=satellite).select_related("application").first()
             if bound is not None:
                 return bound.application
+        owner = None
+        if satellite is None:
+            # Clients that are not a satellite's act for an active owner (fail-closed identity).
+            owner, _ = get_user_model().objects.get_or_create(username=f"owner-of-{name}")
         app = Application.objects.create(
             name=name,
+            user=owner,
             client_type=Application.CLIENT_CONFIDENTIAL,
             authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
             client_secret=CLIENT_SECRET,

@@ -49,18 +49,19 @@ def test_a_401_fetches_a_new_token_once():
 
 
 def test_5xx_and_connection_errors_are_retried_with_growing_jittered_delays():
+    counts = {"written": 1, "unchanged": 0, "stale": 0, "invalid": 0}
     script = Script(
         {
-            "/api/v1/jobs/claim/": [
-                httpx.ConnectError("refused"),
+            "/api/v1/burn-in/evaluations/results/": [
+                httpx.ReadTimeout("slow"),
                 (503, {"code": "service_unavailable"}),
                 (502, {}),
-                (200, {"jobs": []}),
+                (200, counts),
             ]
         }
     )
     sleeps: list[float] = []
-    assert client_for(script, sleeps).claim("lon-1", "sat-a", 1) == []
+    assert client_for(script, sleeps).upsert_results([]) == counts
     assert len(sleeps) == 3
     assert 0.25 <= sleeps[0] <= 0.5 and 0.5 <= sleeps[1] <= 1.0 and 1.0 <= sleeps[2] <= 2.0
 
@@ -84,3 +85,17 @@ def test_retries_run_out():
     script = Script({"/api/v1/jobs/claim/": [httpx.ConnectError("refused")] * 4})
     with pytest.raises(Unreachable):
         client_for(script, []).claim("lon-1", "sat-a", 1)
+
+
+def test_a_claim_that_may_have_taken_effect_is_not_retried():
+    script = Script({"/api/v1/jobs/claim/": [httpx.ReadTimeout("slow"), (200, {"jobs": [1]})]})
+    with pytest.raises(Unreachable):
+        client_for(script, []).claim("lon-1", "sat-a", 1)
+    script = Script({"/api/v1/jobs/claim/": [(502, {}), (200, {"jobs": [1]})]})
+    with pytest.raises(ApiError):
+        client_for(script, []).claim("lon-1", "sat-a", 1)
+
+
+def test_a_claim_that_surely_did_not_take_effect_is_retried():
+    script = Script({"/api/v1/jobs/claim/": [httpx.ConnectError("refused"), (503, {}), (200, {"jobs": [1]})]})
+    assert client_for(script, []).claim("lon-1", "sat-a", 1) == [1]

@@ -183,10 +183,10 @@ def test_an_unknown_status_cannot_be_evaluated() -> None:
         evaluate(status="succeeded", metrics={}, rules=[])
 
 
-def test_no_rules_passes_with_no_reason_and_no_metric_evaluations() -> None:
+def test_no_rules_fails_closed_with_a_reason_and_no_metric_evaluations() -> None:
     result = completed({"busbw_gbps": {"value": 1.0}})
 
-    assert result == {"passed": True, "reason": None, "metric_evaluations": {}}
+    assert result == {"passed": False, "reason": "no thresholds to judge against", "metric_evaluations": {}}
 
 
 def test_one_failing_statistic_fails_its_metric_while_its_other_rules_still_pass() -> None:

@@ -400,3 +400,13 @@ def _wait_for_lock_wait(timeout: float = 10) -> None:
                 return
             time.sleep(0.05)
     raise AssertionError("no backend ever waited on the row lock")
+
+
+def test_one_execution_spelled_two_ways_is_a_duplicate_not_a_500(bearer, scene, fleet):
+    key = fleet.source_key(scene.requirement, scene.site)
+    execution = fleet.execution(scene.requirement, device=scene.devices[0])
+    twice = [result_item(execution, key), result_item(execution, key) | {"execution_id": execution.id.hex}]
+    response = post(bearer(SCOPE), twice)
+    assert response.status_code == 400
+    assert {e["field"] for e in response.json()["field_errors"]} == {"results.0.execution_id", "results.1.execution_id"}
+    assert EvaluationResult.objects.count() == 0

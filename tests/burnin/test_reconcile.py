@@ -451,3 +451,23 @@ def test_result_item_helper_matches_the_api(bearer, rack_fleet, fleet):
         format="json",
     )
     assert response.json()["written"] == 1
+
+
+def test_rows_of_a_requirement_whose_unit_changed_go_even_when_the_guard_trips(bearer, rack_fleet, fleet, settings):
+    settings.FLEET = settings.FLEET | {"RECONCILE_GUARD_ABSOLUTE": 0, "RECONCILE_GUARD_RATIO": 0.0}
+    site, sat_a, racks, devices, policy, diag, extra, rack = rack_fleet
+    client = bearer(SCOPE)
+    sweep_api(client, BODY)
+    assert PolicyProgress.objects.filter(requirement=rack).count() == 2
+    pods = fleet.topology(sat_a, "pod", "pod-1")
+    from fleet.inventory.models import TopologyMembership
+
+    for device in devices:
+        TopologyMembership.objects.create(device=device, topology=pods, unit="pod")
+    rack.unit = "pod"
+    rack.save()
+    policy.version += 1
+    policy.save()
+    last = sweep_api(client, BODY)[-1]
+    assert last["deleted"] == 2 and last["guard_tripped"] is False
+    assert list(PolicyProgress.objects.filter(requirement=rack).values_list("topology__label", flat=True)) == ["pod-1"]

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 from django.conf import global_settings
+from django.contrib.auth import get_user_model
 from oauth2_provider.models import Application
 
 from fleet.fleetfile.apply import fleet_apply
@@ -92,8 +93,10 @@ def stack(transactional_db, settings, tmp_path):
     satellite = Satellite.objects.select_related("site").get(name="sat-a")
     issued = satellite_credentials_issue(satellite=satellite)
     operator_secret = "operator-secret-for-e2e"
+    owner = get_user_model().objects.create_user("ops-lead")
     operator = Application.objects.create(
         name="operator",
+        user=owner,
         client_type=Application.CLIENT_CONFIDENTIAL,
         authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
         client_secret=operator_secret,

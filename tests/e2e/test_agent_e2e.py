@@ -162,3 +162,32 @@ def test_sigterm_finishes_the_report_in_flight(stack):
     assert TestExecution.objects.filter(status="errored", error__contains="stopping").count() == 1
     assert Job.objects.get().status == "failed"
     assert not JobDevice.objects.filter(active=True).exists()
+
+
+def test_a_restart_after_the_final_report_landed_leaves_the_result_alone(stack):
+    """SIGKILL between the final report and the state update: recovery must not turn the
+    completed execution into an errored one, nor fail the finished job."""
+    import json
+
+    devices = sat_a_devices()[:1]
+    stack.agent("once")
+    stack.dispatch([d.id for d in devices])
+    stack.agent("once", FLEET_AGENT_FAULTY_SHARE="0")
+    done = TestExecution.objects.filter(status="completed").order_by("created_at").first()
+    job = Job.objects.get()
+    state = stack.state_dir / "state.json"
+    saved = json.loads(state.read_text())
+    saved["in_flight"][str(done.id)] = {
+        "requirement": done.requirement.name,
+        "device_id": str(devices[0].id),
+        "job_id": str(job.id),
+        "status": "running",
+        "parameters": {},
+    }
+    saved["jobs"][str(job.id)] = "running"
+    state.write_text(json.dumps(saved))
+    stack.agent("once", FLEET_AGENT_FAULTY_SHARE="0")
+    done.refresh_from_db()
+    assert done.status == "completed" and done.metrics
+    assert Job.objects.get().status == "succeeded"
+    assert json.loads(state.read_text())["in_flight"] == {}

@@ -269,3 +269,20 @@ def test_devices_absent_from_the_file_are_left_alone_unless_pruned(db):
     assert not Topology.objects.filter(label="rack-a04").exists()
     assert summary.counts["devices"].removed == 2
     assert any("a01-n01" in note for note in summary.notes)
+
+
+def test_values_json_cannot_store_and_blank_statistics_are_located_problems(db):
+    text = EXAMPLE.read_text().replace(
+        "parameters: {level: 3}}", "parameters: {level: 3, since: 2026-11-30, ratio: .nan}}", 1
+    ).replace("{metric: bw_gbps, statistic: min, comparator: gte, threshold: 360}",
+              "{metric: bw_gbps, statistic: '', comparator: gte, threshold: 360}")
+    with pytest.raises(FleetFileError) as caught:
+        apply_text(text)
+    problems = dict(caught.value.problems)
+    assert set(problems) == {
+        "parameter_profiles[0].parameters.since",
+        "parameter_profiles[0].parameters.ratio",
+        "policies[0].requirements[5].thresholds[0].statistic",
+    }
+    assert "quote it" in problems["parameter_profiles[0].parameters.since"]
+    assert Site.objects.count() == 0

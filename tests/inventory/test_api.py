@@ -107,3 +107,39 @@ def test_resolved_thresholds_show_override_canonical_form_and_key(bearer, fleet)
     assert body["evaluation_source_key"] == hashlib.sha256(body["canonical_json"].encode()).hexdigest()
     missing = client.get(f"/api/v1/policies/resolved-thresholds/?requirement={requirement.id}")
     assert missing.status_code == 400 and missing.json()["field_errors"][0]["field"] == "site"
+
+
+def test_a_satellites_reconcile_scopes_include_its_topologies_and_leftover_rows(bearer, fleet):
+    from fleet.burnin.models import PolicyProgress
+    from fleet.policies.models import Requirement
+
+    site = fleet.site("lon-1")
+    racks_only, devices_only = fleet.satellite(site, "sat-r"), fleet.satellite(site, "sat-d")
+    rack = fleet.topology(racks_only, "rack", "r1")
+    fleet.device(devices_only, "gpu.h200.8x", topologies=[rack])
+    gone = fleet.device(devices_only, "gpu.gb200.nvl72")
+    requirement = fleet.requirement(fleet.policy("gpu.b300.8x"))
+    from django.utils import timezone
+
+    PolicyProgress.objects.create(
+        site=site,
+        satellite=racks_only,
+        resource_class="gpu.b300.8x",
+        requirement=requirement,
+        gate="burn-in",
+        device=gone,
+        target_id=gone.id,
+        verdict="not_run",
+        policy_version=1,
+        reconciled_at=timezone.now(),
+        created_at=timezone.now(),
+    )
+    client = bearer(["fleet:read"])
+
+    def classes(name):
+        url = f"/api/v1/satellites/resource-classes/?site_slug=lon-1&satellite_name={name}"
+        return client.get(url).json()["resource_classes"]
+
+    assert classes("sat-r") == ["gpu.b300.8x", "gpu.h200.8x"]
+    assert classes("sat-d") == ["gpu.gb200.nvl72", "gpu.h200.8x"]
+    assert Requirement.objects.count() == 1

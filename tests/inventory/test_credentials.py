@@ -64,3 +64,45 @@ def test_plain_output_shows_the_secret_once(fleet):
     call_command("satellite-credentials", "lon-1", "sat-a", stdout=out)
     text = out.getvalue()
     assert "client_id:" in text and "client_secret:" in text and "will not be shown again" in text
+
+
+def test_a_deleted_satellite_credential_leaves_its_client_powerless(fleet, api):
+    satellite = fleet.satellite(fleet.site("lon-1"), "sat-a")
+    creds = issue("lon-1", "sat-a")
+    token = token_for(api, creds["client_id"], creds["client_secret"]).json()["access_token"]
+    SatelliteCredential.objects.filter(satellite=satellite).delete()
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
+    response = api.get("/api/v1/auth/whoami/")
+    assert response.status_code == 401 and "may not act" in response.json()["detail"]
+    api.credentials()
+    refused = token_for(api, creds["client_id"], creds["client_secret"], scope="job:create")
+    assert refused.status_code == 400 and refused.json()["error"] == "invalid_scope"
+
+
+def test_operator_clients_act_while_their_owner_is_active(user_factory, api):
+    owner = user_factory(username="lead")
+    out = io.StringIO()
+    call_command("client-credentials", "dispatcher", "--user", "lead", "--json", stdout=out)
+    creds = json.loads(out.getvalue())
+    token = token_for(api, creds["client_id"], creds["client_secret"], scope="job:create fleet:read")
+    assert token.status_code == 200, token.content
+    api.credentials(HTTP_AUTHORIZATION=f"Bearer {token.json()['access_token']}")
+    assert api.get("/api/v1/auth/whoami/").json()["kind"] == "client"
+    owner.is_active = False
+    owner.save()
+    assert api.get("/api/v1/auth/whoami/").status_code == 401
+
+
+def test_an_unowned_unbound_client_gets_no_scope(db, api):
+    from oauth2_provider.models import Application
+
+    from tests.conftest import CLIENT_SECRET
+
+    app = Application.objects.create(
+        name="stray",
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+        client_secret=CLIENT_SECRET,
+    )
+    response = token_for(api, app.client_id, CLIENT_SECRET, scope="fleet:read")
+    assert response.status_code == 400 and response.json()["error"] == "invalid_scope"

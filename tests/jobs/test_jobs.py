@@ -185,3 +185,33 @@ def test_unknown_job_is_404(bearer, yard):
     client = bearer(["job:run"])
     assert client.post("/api/v1/jobs/00000000-0000-0000-0000-000000000000/heartbeat/").status_code == 404
     assert TestExecution.objects.count() == 0
+
+
+def test_a_dead_satellites_expired_jobs_do_not_hold_devices_against_a_dispatch(bearer, fleet):
+    from tests.burnin.test_rerun import World, dispatch
+
+    world = World(fleet, rack_requirement=False)
+    world.sweep()
+    client = bearer(["job:create"])
+    first = dispatch(client, world, [world.devices[0].id])
+    job = Job.objects.get(id=first["created_jobs"][0]["job_id"])
+    jobs_claim(satellite=world.satellite, capacity=1)
+    running = fleet.execution(world.diag, device=world.devices[0], status="running", job=job)
+    Job.objects.filter(id=job.id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    # The satellite never claims again; an operator dispatches the device once more.
+    again = dispatch(client, world, [world.devices[0].id])
+    job.refresh_from_db()
+    running.refresh_from_db()
+    assert (job.status, running.status) == ("failed", "errored")
+    world.sweep()
+    assert not any(g["reason"] == "device_contended" for g in again["skips"])
+
+
+def test_cancelling_a_job_closes_its_running_executions(bearer, yard, fleet):
+    site, satellite, devices, requirement = yard
+    job = new_job(site, satellite, devices[0])
+    jobs_claim(satellite=satellite, capacity=1)
+    running = fleet.execution(requirement, device=devices[0], status="running", job=job)
+    assert bearer(["job:create"]).post(f"/api/v1/jobs/{job.id}/cancel/").status_code == 200
+    running.refresh_from_db()
+    assert running.status == "errored" and "cancelled" in running.error

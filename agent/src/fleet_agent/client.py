@@ -1,8 +1,9 @@
 """The agent's HTTP client: OAuth2 client credentials, retries, and one method per endpoint.
 
 Transient trouble (connection errors, 5xx, 429) is retried with jittered exponential backoff,
-honouring `Retry-After`; every call the agent retries is idempotent on the server (executions are
-reported under agent-chosen ids, results upserts and reconcile pages can be replayed).
+honouring `Retry-After`. Retried calls are idempotent on the server (executions are reported under
+agent-chosen ids, results upserts and reconcile pages can be replayed); the one call that is not,
+claim, is retried only when it surely did not take effect.
 """
 
 from __future__ import annotations
@@ -95,7 +96,12 @@ class FleetClient:
 
     # --- transport ------------------------------------------------------------------------------
 
-    def _send(self, method: str, path: str, *, authenticate: bool = True, **kwargs: Any) -> httpx.Response:
+    def _send(
+        self, method: str, path: str, *, authenticate: bool = True, idempotent: bool = True, **kwargs: Any
+    ) -> httpx.Response:
+        """Send with retries. A call that is not idempotent is retried only when it surely did not
+        take effect: the connection was never made, or the service refused it (429, or 503 when
+        its database was unreachable)."""
         attempt = 0
         while True:
             attempt += 1
@@ -105,14 +111,16 @@ class FleetClient:
             try:
                 response = self._http.request(method, path, headers=headers, **kwargs)
             except httpx.TransportError as exc:
-                if attempt > self.max_retries:
+                never_sent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
+                if attempt > self.max_retries or not (idempotent or never_sent):
                     raise Unreachable(f"{method} {path}: {exc}") from exc
                 self._backoff(attempt, None, f"{type(exc).__name__}: {exc}", method, path)
                 continue
             if response.status_code == 401 and authenticate and attempt == 1:
                 self._fresh_token(force=True)  # revoked or expired early: fetch a new one once
                 continue
-            if response.status_code in RETRYABLE_STATUSES and attempt <= self.max_retries:
+            retryable = RETRYABLE_STATUSES if idempotent else {429, 503}
+            if response.status_code in retryable and attempt <= self.max_retries:
                 self._backoff(attempt, response.headers.get("Retry-After"), str(response.status_code), method, path)
                 continue
             return response
@@ -155,14 +163,13 @@ class FleetClient:
         return body["resource_classes"]
 
     def claim(self, site: str, satellite: str, capacity: int) -> list[dict]:
+        """Not idempotent (a lost answer leaves jobs leased to nobody until their lease expires),
+        so never retried when it may have taken effect."""
         body = self.request(
             "POST",
             "/api/v1/jobs/claim/",
-            json={
-                "site_slug": site,
-                "satellite_name": satellite,
-                "capacity": capacity,
-            },
+            idempotent=False,
+            json={"site_slug": site, "satellite_name": satellite, "capacity": capacity},
         )
         return body["jobs"]
 
@@ -171,6 +178,14 @@ class FleetClient:
 
     def finish_job(self, job_id: str, status: str, reason: str = "") -> dict:
         return self.request("POST", f"/api/v1/jobs/{job_id}/finish/", json={"status": status, "reason": reason})
+
+    def get_execution(self, execution_id: str) -> dict | None:
+        try:
+            return self.request("GET", f"/api/v1/burn-in/executions/{execution_id}/")
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
 
     def report_execution(self, execution_id: str, body: dict) -> dict:
         return self.request("PUT", f"/api/v1/burn-in/executions/{execution_id}/", json=body)

@@ -38,7 +38,8 @@ def evaluate(
     rules: Sequence[Mapping[str, Any]],
     error: str | None = None,
 ) -> dict[str, Any]:
-    """Judge one finished execution; the result passes only if every rule passed.
+    """Judge one finished execution; the result passes only if every rule passed, and there is at
+    least one rule (no thresholds at all fails: nothing vouches for the hardware).
 
     Metrics that are not an object at all count as none reported, so every rule fails as missing.
     An errored execution could not judge the hardware, so it gets `passed: false` with its error as the
@@ -73,6 +74,9 @@ def evaluate(
                 entry["statistic_evaluations"] = {}
             entry["statistic_evaluations"][statistic] = result
 
+    if not checked:
+        # Fail closed: a requirement with nothing to judge must not accept hardware untested.
+        failures.append("no thresholds to judge against")
     return {
         "passed": not failures,
         "reason": "; ".join(failures) if failures else None,

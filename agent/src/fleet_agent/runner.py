@@ -70,16 +70,19 @@ class Agent:
         """After a crash: executions left `running` are reported errored, jobs left held are
         finished as failed, so nothing stays stuck until a lease expires."""
         for execution_id, report in self.state.in_flight().items():
-            body = report | {
-                "status": ERRORED,
-                "finished_at": _iso(datetime.now(UTC)),
-                "error": "the agent restarted while this execution ran; its result is lost",
-            }
-            try:
-                self.client.report_execution(execution_id, body)
-                logger.warning("reported interrupted execution %s as errored", execution_id)
-            except ApiError as exc:
-                logger.warning("could not close interrupted execution %s: %s", execution_id, exc)
+            current = self.client.get_execution(execution_id)
+            if current is not None and current["status"] == "running":
+                body = report | {
+                    "status": ERRORED,
+                    "finished_at": _iso(datetime.now(UTC)),
+                    "error": "the agent restarted while this execution ran; its result is lost",
+                }
+                try:
+                    self.client.report_execution(execution_id, body)
+                    logger.warning("reported interrupted execution %s as errored", execution_id)
+                except ApiError as exc:
+                    logger.warning("could not close interrupted execution %s: %s", execution_id, exc)
+            # Otherwise it finished (its final report landed before the crash) or never existed.
             self.state.execution_finished(execution_id)
         for job_id in self.state.held_jobs():
             try:
@@ -150,6 +153,20 @@ class Agent:
     # --- jobs -----------------------------------------------------------------------------------
 
     def run_job(self, job: dict) -> int:
+        """Run a claimed job; if anything goes wrong, fail it at once (instead of leaving its
+        devices held until the lease runs out) and re-raise."""
+        try:
+            return self._run_job(job)
+        except Exception:
+            logger.exception("job %s failed in the agent", job["id"])
+            try:
+                self.client.finish_job(job["id"], "failed", "the agent hit an error running this job")
+            except Exception:
+                logger.exception("could not fail job %s; its lease will expire", job["id"])
+            self.state.job_finished(job["id"])
+            raise
+
+    def _run_job(self, job: dict) -> int:
         """Run every requirement of a claimed job, reporting each execution, heartbeating the
         lease meanwhile, then finish the job. Returns how many executions were reported."""
         job_id = job["id"]
@@ -202,9 +219,12 @@ class Agent:
         return executions
 
     def _lease_seconds(self, job: dict) -> float:
+        """The lease length by the service's clock (claimed → expires), so a skewed agent clock
+        cannot stretch the heartbeat interval past the lease."""
         try:
             expires = datetime.fromisoformat(job["lease_expires_at"].replace("Z", "+00:00"))
-            return max(3.0, (expires - datetime.now(UTC)).total_seconds())
+            claimed = datetime.fromisoformat(job["claimed_at"].replace("Z", "+00:00"))
+            return max(3.0, (expires - claimed).total_seconds())
         except (KeyError, TypeError, ValueError, AttributeError):
             return 60.0
 
@@ -222,7 +242,7 @@ class Agent:
             ("topology_id" if multi else "device_id"): target_id,
         }
         running = base | {"status": "running", "started_at": _iso(datetime.now(UTC))}
-        self.state.execution_started(execution_id, base)
+        self.state.execution_started(execution_id, running)
         self.client.report_execution(execution_id, running)
         attempt = self.state.next_attempt(requirement["name"], target_id)
         outcome = self.executor.run(
@@ -258,36 +278,51 @@ class Agent:
 
     def evaluate_pending(self) -> dict[str, int]:
         """Evaluate everything the feed offers, posting results in batches."""
-        totals = {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0}
+        totals = {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0, "skipped": 0}
         cursor = None
         while not self.stopping:
             page = self.client.pending_evaluations(
                 self.config.site, self.config.satellite, self.config.page_limit, cursor
             )
-            results = [
-                {
-                    "execution_id": item["execution_id"],
-                    "evaluation_result": evaluate(
+            results = []
+            for item in page["results"]:
+                try:
+                    payload = evaluate(
                         status=item["status"],
                         metrics=item["metrics"],
                         rules=item["thresholds"],
                         error=item.get("error") or None,
-                    ),
-                    "evaluation_source_key": item["evaluation_source_key"],
-                    "expected_updated_at": item["updated_at"],
-                }
-                for item in page["results"]
-            ]
+                    )
+                except ValueError as exc:
+                    # One malformed rule must not stall the whole feed: skip it, loudly.
+                    logger.error(
+                        "phase 1: cannot evaluate execution %s (%s): %s",
+                        item["execution_id"],
+                        item.get("requirement"),
+                        exc,
+                    )
+                    totals["skipped"] += 1
+                    continue
+                results.append(
+                    {
+                        "execution_id": item["execution_id"],
+                        "evaluation_result": payload,
+                        "evaluation_source_key": item["evaluation_source_key"],
+                        "expected_updated_at": item["updated_at"],
+                    }
+                )
             for start in range(0, len(results), self.config.results_batch):
                 counts = self.client.upsert_results(results[start : start + self.config.results_batch])
-                for key in totals:
+                for key in ("written", "unchanged", "stale", "invalid"):
                     totals[key] += counts[key]
             cursor = page["next_cursor"]
             if not cursor:
                 break
         if any(totals.values()):
             logger.info(
-                "phase 1: written %(written)d, unchanged %(unchanged)d, stale %(stale)d, invalid %(invalid)d", totals
+                "phase 1: written %(written)d, unchanged %(unchanged)d, stale %(stale)d, invalid %(invalid)d, "
+                "skipped %(skipped)d",
+                totals,
             )
         if totals["invalid"]:
             logger.warning("phase 1: %d result(s) were invalid (check the agent's site binding)", totals["invalid"])

@@ -77,10 +77,12 @@ def reconcile_scope_load(
     policy = AcceptancePolicy.objects.filter(resource_class=resource_class).first()
     if policy is None:
         raise ValidationError({"resource_class": [f"No acceptance policy for resource class {resource_class!r}."]})
-    requirements = Requirement.objects.filter(policy=policy, retired_at__isnull=True).order_by("name")
+    requirements = Requirement.objects.filter(policy=policy, retired_at__isnull=True)
     if gate:
         requirements = requirements.filter(gate=gate)
-    requirements = tuple(requirements)
+    # Code-point order, as the page query sorts with COLLATE "C": the cursor must mean the same
+    # position whatever collation the database was created with.
+    requirements = tuple(sorted(requirements, key=lambda r: r.name))
     resolutions = load_resolutions((r.id, satellite.site_id) for r in requirements)
     return ReconcileScope(
         satellite=satellite,
@@ -142,7 +144,7 @@ def _target_branches(scope: ReconcileScope, after: tuple[str, UUID] | None, para
 
 _PAGE = """
 WITH page AS (
-    SELECT * FROM ({branches}) AS targets ORDER BY requirement_name, target_id LIMIT %(limit)s
+    SELECT * FROM ({branches}) AS targets ORDER BY requirement_name COLLATE "C", target_id LIMIT %(limit)s
 )
 SELECT page.requirement_id, page.requirement_name, page.target_id, page.device_id, page.topology_id,
        x.id, x.status, x.updated_at,
@@ -162,7 +164,7 @@ LEFT JOIN LATERAL (
 ) x ON true
 LEFT JOIN burnin_evaluationresult ev ON ev.execution_id = x.id
 LEFT JOIN burnin_policyprogress p ON p.requirement_id = page.requirement_id AND p.target_id = page.target_id
-ORDER BY page.requirement_name, page.target_id
+ORDER BY page.requirement_name COLLATE "C", page.target_id
 """
 
 _COUNT = f"""
@@ -314,7 +316,10 @@ _DELETE_RETIRED = f"""
 DELETE FROM burnin_policyprogress p USING policies_requirement r
 WHERE p.requirement_id = r.id AND {_IN_SCOPE}
   AND (r.retired_at IS NOT NULL OR r.policy_id <> %(policy)s
-       OR (%(gate)s::varchar IS NOT NULL AND r.gate <> %(gate)s))
+       OR (%(gate)s::varchar IS NOT NULL AND r.gate <> %(gate)s)
+       OR (p.device_id IS NOT NULL AND r.scope <> 'single_node')
+       OR (p.topology_id IS NOT NULL AND (r.scope <> 'multi_node' OR r.unit IS DISTINCT FROM
+           (SELECT t.unit FROM inventory_topology t WHERE t.id = p.topology_id))))
 """
 
 _TARGET_STILL_IN_SCOPE = f"""CASE
@@ -343,7 +348,8 @@ SELECT vanished, total, allowed, (SELECT count(*) FROM deleted) FROM verdict
 
 
 def _cleanup(scope: ReconcileScope) -> tuple[int, bool]:
-    """Delete rows of retired or removed requirements (always), then rows whose target left the
+    """Delete rows the policy no longer asks for (retired or removed requirements, a requirement
+    that left the gate or changed its scope or unit: always), then rows whose target left the
     scope, unless there are more of them than the guard allows. Returns (deleted, guard_tripped)."""
     fleet = settings.FLEET
     params = _base_params(scope) | {

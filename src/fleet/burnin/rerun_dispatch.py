@@ -16,10 +16,9 @@ from uuid import UUID
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
-from django.db.models.functions import Coalesce
+from django.utils import timezone
 
-from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.burnin.models import PolicyProgress
 from fleet.burnin.planning import (
     ActiveJobFacts,
     DeviceFacts,
@@ -32,10 +31,11 @@ from fleet.burnin.planning import (
     TopologyFacts,
     plan,
 )
+from fleet.burnin.selectors import latest_execution_ids
 from fleet.core.locks import lock_in_pk_order
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.jobs.models import Job, JobDevice
-from fleet.jobs.services import JobSpec, jobs_create
+from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement
 
 
@@ -104,15 +104,20 @@ def load_planning_input(*, selected: list[UUID], mode: str, involved: set[UUID])
             "requirement_id", "target_id", "verdict", "policy_version", "execution_id"
         )
     }
-    latest = {
-        (row["requirement_id"], row["target"]): row["id"]
-        for row in TestExecution.objects.filter(requirement_id__in=requirement_ids)
-        .annotate(target=Coalesce("device_id", "topology_id"))
-        .filter(target__in=targets)
-        .order_by("requirement_id", "target", F("created_at").desc(), F("id").desc())
-        .distinct("requirement_id", "target")
-        .values("requirement_id", "target", "id")
-    }
+    pairs = [
+        (r.id, d.id, True)
+        for d in devices
+        if d.resource_class in policies
+        for r in policies[d.resource_class].single_node
+    ] + [
+        (r.id, t.id, False)
+        for p in policies.values()
+        for r in p.requirements
+        if r.multi_node
+        for t in topologies.values()
+        if t.unit == r.unit
+    ]
+    latest = latest_execution_ids(pairs)
     active_jobs = {
         row.device_id: ActiveJobFacts(
             row.job_id, row.job.workflow_name, frozenset(row.job.requirement_names), row.job.topology_id
@@ -165,6 +170,7 @@ def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: str, request
     selected = check_selection(site, device_ids)
     involved = _involved_devices(selected)
     lock_in_pk_order(Device, involved)
+    jobs_expire_leases_holding(device_ids=involved, now=timezone.now())
     data = load_planning_input(selected=selected, mode=mode, involved=involved)
     decided = plan(data)
     specs = [

@@ -20,4 +20,10 @@ class BearerTokenAuthentication(OAuth2Authentication):
         if result is None:
             raise exceptions.AuthenticationFailed("The bearer token is invalid, expired or revoked.")
         user, token = result
-        return ClientPrincipal(token=token, user=user), token
+        principal = ClientPrincipal(token=token, user=user)
+        if principal.satellite is None and not (token.application.user_id and token.application.user.is_active):
+            # Fail closed: e.g. the client of a satellite that was deleted keeps no power at all.
+            raise exceptions.AuthenticationFailed(
+                "This client is neither bound to a satellite nor owned by an active user; it may not act."
+            )
+        return principal, token

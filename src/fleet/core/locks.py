@@ -17,4 +17,6 @@ def lock_in_pk_order(model: type[M], ids: Iterable[Any], *, related: tuple[str, 
     queryset = model.objects.filter(pk__in=sorted(set(ids), key=str)).order_by("pk")
     if related:
         queryset = queryset.select_related(*related)
-    return list(queryset.select_for_update(of=("self",)) if related else queryset.select_for_update())
+    # FOR NO KEY UPDATE: excludes other lockers of these rows, yet lets inserts that merely
+    # reference them (an execution report naming the device) proceed.
+    return list(queryset.select_for_update(no_key=True, **({"of": ("self",)} if related else {})))

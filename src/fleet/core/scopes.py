@@ -1,4 +1,6 @@
-"""Which scopes a client may ask for: satellites get the satellite scopes, nothing more."""
+"""Which clients may act, and with which scopes. Fail closed: a client is either bound to a live
+satellite (the satellite scopes, nothing more) or owned by an active user (an operator's
+automation client: every scope); any other client, e.g. one whose satellite was deleted, gets none."""
 
 from __future__ import annotations
 
@@ -13,21 +15,30 @@ SATELLITE_SCOPES = [
     "job:run",
 ]
 
+SATELLITE, OPERATOR = "satellite", "operator"
+
+
+def client_kind(application) -> str | None:
+    from fleet.inventory.models import SatelliteCredential
+
+    if SatelliteCredential.objects.filter(application_id=application.pk).exists():
+        return SATELLITE
+    if application.user_id is not None and application.user.is_active:
+        return OPERATOR
+    return None
+
 
 class ClientScopes(SettingsScopes):
     def get_available_scopes(self, application=None, request=None, *args, **kwargs):
         scopes = super().get_available_scopes(application, request, *args, **kwargs)
-        if application is not None and _is_satellite_client(application):
+        if application is None:
+            return scopes
+        kind = client_kind(application)
+        if kind == SATELLITE:
             return [s for s in scopes if s in SATELLITE_SCOPES]
-        return scopes
+        return scopes if kind == OPERATOR else []
 
     def get_default_scopes(self, application=None, request=None, *args, **kwargs):
-        if application is not None and _is_satellite_client(application):
+        if application is not None and client_kind(application) == SATELLITE:
             return list(SATELLITE_SCOPES)
         return super().get_default_scopes(application, request, *args, **kwargs)
-
-
-def _is_satellite_client(application) -> bool:
-    from fleet.inventory.models import SatelliteCredential
-
-    return SatelliteCredential.objects.filter(application_id=application.pk).exists()

@@ -152,6 +152,7 @@ class _Reader:
         pattern: str | None = None,
         max_length: int | None = None,
         choices: list[str] | None = None,
+        non_blank: bool = False,
     ) -> str | None:
         at = f"{where}.{key}"
         value = parent.get(key, _MISSING)
@@ -162,7 +163,7 @@ class _Reader:
         if not isinstance(value, str):
             self.problem(at, f"must be a string, got {_type_name(value)}")
             return default
-        if required and not value.strip():
+        if (required or non_blank) and not value.strip():
             self.problem(at, "must not be empty")
             return default
         if max_length is not None and len(value) > max_length:
@@ -189,6 +190,8 @@ class _Reader:
         if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
             self.problem(f"{where}.{key}", f"must be a mapping with string keys, got {_type_name(value)}")
             return {}
+        for path, problem in _not_json(value, f"{where}.{key}"):
+            self.problem(path, problem)
         return value
 
 
@@ -196,6 +199,23 @@ def _type_name(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}.get(
         type(value), type(value).__name__
     )
+
+
+def _not_json(value: Any, where: str):
+    """Values YAML can express but JSON cannot store (dates, NaN, infinities, non-string keys)."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                yield f"{where}.{key}", "keys must be strings"
+            else:
+                yield from _not_json(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _not_json(item, f"{where}[{index}]")
+    elif isinstance(value, float) and not math.isfinite(value):
+        yield where, "must be a finite number"
+    elif value is not None and not isinstance(value, (str, int, float, bool)):
+        yield where, f"must be a string, number, boolean, list or mapping, got {_type_name(value)} (quote it)"
 
 
 def _is_number(value: Any) -> bool:
@@ -443,7 +463,7 @@ def _read_threshold(r: _Reader, where: str, raw: Any) -> ThresholdDecl | None:
         r.problem(f"{where}.threshold", f"must be a finite number or a string, got {_type_name(threshold)}")
     return ThresholdDecl(
         metric=r.string(m, "metric", where, max_length=100),
-        statistic=r.string(m, "statistic", where, required=False, max_length=32),
+        statistic=r.string(m, "statistic", where, required=False, max_length=32, non_blank=True),
         comparator=comparator,
         threshold=threshold,
         site=r.string(m, "site", where, required=False, pattern=SLUG_PATTERN),

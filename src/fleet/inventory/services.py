@@ -44,6 +44,29 @@ def satellite_credentials_issue(*, satellite: Satellite) -> IssuedCredential:
 
 
 @transaction.atomic
+def operator_credentials_issue(*, name: str, owner) -> IssuedCredential:
+    """Create or rotate an automation client owned by a person; it may hold every scope and acts
+    while its owner is active."""
+    secret = generate_client_secret()
+    application = Application.objects.filter(name=name, user=owner).exclude(satellite_credential__isnull=False).first()
+    if application is None:
+        application = Application.objects.create(
+            name=name,
+            user=owner,
+            client_type=Application.CLIENT_CONFIDENTIAL,
+            authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+            client_secret=secret,
+            hash_client_secret=True,
+        )
+        return IssuedCredential(application.client_id, secret, rotated=False)
+    application.client_secret = secret
+    application.save()
+    RefreshToken.objects.filter(application=application).delete()
+    AccessToken.objects.filter(application=application).delete()
+    return IssuedCredential(application.client_id, secret, rotated=True)
+
+
+@transaction.atomic
 def satellite_heartbeat_record(
     *, satellite: Satellite, workflows: list[dict[str, str]], agent_version: str = ""
 ) -> Satellite:

@@ -72,6 +72,8 @@ def jobs_create(
             if locked
             else {d.id: d for d in lock_in_pk_order(Device, device_ids)}
         )
+        if not locked:
+            jobs_expire_leases_holding(device_ids=device_ids, now=timezone.now())
         _check_devices(specs, devices)
         jobs = [
             Job(
@@ -110,14 +112,15 @@ def _release(job_ids: Sequence[UUID]) -> None:
     JobDevice.objects.filter(job_id__in=job_ids, active=True).update(active=False)
 
 
-def jobs_expire_leases(*, satellite: Satellite, now: datetime) -> list[UUID]:
-    """Fail the satellite's running jobs whose lease ran out, release their devices and mark
-    their unfinished executions errored (the agent that ran them is gone)."""
+def _fail_expired(candidates, now: datetime) -> list[UUID]:
+    """Fail the running jobs among `candidates` whose lease ran out, release their devices and
+    mark their unfinished executions errored (whoever ran them is gone). Rows another transaction
+    holds (a heartbeat in progress) are skipped, never failed behind its back."""
     from fleet.burnin.executions import executions_abandon
 
     expired = list(
-        Job.objects.select_for_update(skip_locked=True)
-        .filter(satellite=satellite, status=JobStatus.RUNNING, lease_expires_at__lt=now)
+        candidates.select_for_update(skip_locked=True)
+        .filter(status=JobStatus.RUNNING, lease_expires_at__lt=now)
         .values_list("id", flat=True)
     )
     if expired:
@@ -126,7 +129,24 @@ def jobs_expire_leases(*, satellite: Satellite, now: datetime) -> list[UUID]:
         )
         _release(expired)
         executions_abandon(job_ids=expired, error="the job's lease expired before the execution finished")
+    return expired
+
+
+def jobs_expire_leases(*, satellite: Satellite, now: datetime) -> list[UUID]:
+    """At a claim: the satellite's own jobs whose lease ran out."""
+    expired = _fail_expired(Job.objects.filter(satellite=satellite), now)
+    if expired:
         logger.warning("failed %d job(s) of %s whose lease expired", len(expired), satellite)
+    return expired
+
+
+def jobs_expire_leases_holding(*, device_ids, now: datetime) -> list[UUID]:
+    """Before devices are planned or held again: any job holding them whose lease ran out, whatever
+    satellite it belongs to (a satellite whose agent died for good never claims again)."""
+    holding = JobDevice.objects.filter(active=True, device_id__in=list(device_ids)).values("job_id")
+    expired = _fail_expired(Job.objects.filter(id__in=holding), now)
+    if expired:
+        logger.warning("failed %d job(s) whose lease expired while holding devices to plan", len(expired))
     return expired
 
 
@@ -164,7 +184,6 @@ def _locked_job(job_id: UUID) -> Job:
 def job_heartbeat(*, job_id: UUID, satellite_id: UUID | None = None) -> Job:
     """Extend a running job's lease. A lease that already ran out fails the job instead (its
     devices may be planned again); the caller sees a job that is no longer running."""
-    from fleet.burnin.executions import executions_abandon
 
     job = _locked_job(job_id)
     _ensure_owner(job, satellite_id)
@@ -175,7 +194,7 @@ def job_heartbeat(*, job_id: UUID, satellite_id: UUID | None = None) -> Job:
         job.status, job.finished_at, job.failure_reason = JobStatus.FAILED, now, "lease expired"
         job.save(update_fields=["status", "finished_at", "failure_reason", "updated_at"])
         _release([job.id])
-        executions_abandon(job_ids=[job.id], error="the job's lease expired before the execution finished")
+        _close_executions(job, "the job's lease expired before the execution finished")
         return job
     job.lease_expires_at = now + lease_duration()
     job.save(update_fields=["lease_expires_at", "updated_at"])
@@ -199,6 +218,7 @@ def job_finish(*, job_id: UUID, outcome: str, reason: str = "", satellite_id: UU
     job.status, job.finished_at, job.failure_reason = target, timezone.now(), reason
     job.save(update_fields=["status", "finished_at", "failure_reason", "updated_at"])
     _release([job.id])
+    _close_executions(job, f"the job ended ({target}) before the execution finished")
     return job
 
 
@@ -214,7 +234,14 @@ def job_cancel(*, job_id: UUID, requested_by: str) -> Job:
     )
     job.save(update_fields=["status", "finished_at", "failure_reason", "updated_at"])
     _release([job.id])
+    _close_executions(job, f"the job was cancelled by {requested_by}")
     return job
+
+
+def _close_executions(job: Job, error: str) -> None:
+    from fleet.burnin.executions import executions_abandon
+
+    executions_abandon(job_ids=[job.id], error=error)
 
 
 def _ensure_owner(job: Job, satellite_id: UUID | None) -> None:

@@ -120,6 +120,9 @@ class ThresholdRule(TimeStamped):
             ),
             choices_check("comparator", Comparator, "policies_threshold_comparator_valid"),
             models.CheckConstraint(
+                condition=Q(statistic__isnull=True) | ~Q(statistic=""), name="policies_threshold_statistic_not_blank"
+            ),
+            models.CheckConstraint(
                 condition=In(_jsonb_type("threshold"), ["number", "string"]),
                 name="policies_threshold_number_or_string",
             ),

@@ -3,6 +3,7 @@ the spec's component names and descriptions (drf-spectacular derives them from t
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import Any
 
@@ -121,10 +122,14 @@ class BurnInEvaluationResultsRequestSerializer(serializers.Serializer):
 def _duplicate_execution_ids(results: Any) -> list[tuple[str, str]]:
     if not isinstance(results, list):
         return []
-    seen: dict[str, list[int]] = {}
+    seen: dict[Any, list[int]] = {}
     for index, item in enumerate(results):
         if isinstance(item, Mapping) and isinstance(item.get("execution_id"), str):
-            seen.setdefault(item["execution_id"].lower(), []).append(index)
+            try:  # every spelling DRF accepts for one UUID is one execution
+                key: Any = uuid.UUID(item["execution_id"])
+            except ValueError:
+                key = item["execution_id"]
+            seen.setdefault(key, []).append(index)
     duplicates = []
     for indices in seen.values():
         if len(indices) > 1:

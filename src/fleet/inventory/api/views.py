@@ -9,7 +9,7 @@ from fleet.core.requests import validated
 from fleet.core.views import SiteScopedReadViewSet
 from fleet.inventory.api import filters, serializers
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
-from fleet.inventory.selectors import satellite_of_site
+from fleet.inventory.selectors import satellite_of_site, satellite_resource_classes
 from fleet.inventory.services import satellite_heartbeat_record
 
 
@@ -68,7 +68,9 @@ class SatelliteHeartbeatView(APIView):
 
 
 class SatelliteResourceClassesView(APIView):
-    """The resource classes of the devices a satellite manages: the scopes its agent reconciles."""
+    """The reconcile scopes of a satellite: the resource classes of the devices it manages, of the
+    devices in topologies it manages, and of projection rows it still has (so a scope whose last
+    device left is still swept, and its rows cleaned up)."""
 
     required_scopes = ["fleet:read"]
 
@@ -83,9 +85,6 @@ class SatelliteResourceClassesView(APIView):
         query = validated(serializers.SatelliteScopeQuerySerializer, request, data=request.query_params)
         satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
         ensure_acts_as_satellite(request.user, satellite)
-        classes = (
-            Device.objects.filter(satellite=satellite)
-            .order_by("resource_class")
-            .values_list("resource_class", flat=True)
-        ).distinct()
-        return Response(serializers.ResourceClassesSerializer({"resource_classes": list(classes)}).data)
+        return Response(
+            serializers.ResourceClassesSerializer({"resource_classes": satellite_resource_classes(satellite)}).data
+        )
