@@ -318,6 +318,7 @@ def cohort_reason(
     topology: TopologyFacts,
     members: Sequence[DeviceFacts],
     busy: set[UUID],
+    selected: set[UUID],
 ) -> str | None:
     """Why a cohort cannot run as one collective job now, or None to dispatch it."""
     if WorkflowName.MULTI_NODE_COLLECTIVE not in data.workflows.get(topology.satellite_id, frozenset()):
@@ -328,7 +329,6 @@ def cohort_reason(
     holders = {data.active_jobs[m.id] for m in members if m.id in data.active_jobs}
     if any(h.topology_id == topology.id and requirement.name in h.requirement_names for h in holders):
         return SkipReason.ALREADY_DISPATCHED
-    selected = set(data.selected)
     whole_cohort_ok = all(
         m.id in selected
         and m.eligible
@@ -344,18 +344,15 @@ def cohort_reason(
     return None
 
 
-def cohort_members(data: PlanningInput, policy: PolicyFacts, requirement: RequirementFacts, topology_id: UUID):
-    """Every enrolled device of the requirement's unit and resource class in the topology."""
-    return sorted(
-        (
-            d
-            for d in data.devices.values()
-            if d.enrolled
-            and d.resource_class == policy.resource_class
-            and d.topologies.get(requirement.unit) == topology_id
-        ),
-        key=lambda d: str(d.id),
-    )
+def cohort_index(data: PlanningInput) -> dict[tuple[str, UUID, str], list[DeviceFacts]]:
+    """(unit, topology, resource class) → every enrolled device of that class in the topology,
+    built once so planning stays linear in the number of devices."""
+    cohorts: dict[tuple[str, UUID, str], list[DeviceFacts]] = defaultdict(list)
+    for device in sorted(data.devices.values(), key=lambda d: str(d.id)):
+        if device.enrolled:
+            for unit, topology_id in device.topologies.items():
+                cohorts[(unit, topology_id, device.resource_class)].append(device)
+    return cohorts
 
 
 def plan(data: PlanningInput) -> Plan:
@@ -399,6 +396,8 @@ def plan(data: PlanningInput) -> Plan:
             busy.add(device.id)
 
     excluded = {e.device_id for e in exclusions}
+    cohorts = cohort_index(data)
+    selected_ids = {d.id for d in selected}
     for device in sorted(selected, key=lambda d: str(d.id)):
         if device.id in excluded:
             continue
@@ -416,9 +415,9 @@ def plan(data: PlanningInput) -> Plan:
             if (requirement.id, topology.id) in planned_cohorts:
                 continue
             planned_cohorts.add((requirement.id, topology.id))
-            members = cohort_members(data, policy, requirement, topology.id)
-            selected_members = sorted({d.id for d in selected} & {m.id for m in members}, key=str)
-            reason = cohort_reason(data, policy, requirement, topology, members, busy)
+            members = cohorts.get((requirement.unit, topology.id, policy.resource_class), [])
+            selected_members = sorted(selected_ids & {m.id for m in members}, key=str)
+            reason = cohort_reason(data, policy, requirement, topology, members, busy, selected_ids)
             if reason:
                 skips[(topology.id, policy.resource_class, requirement.name, reason)].update(selected_members)
                 continue

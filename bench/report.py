@@ -1,0 +1,188 @@
+"""Tables of the benchmark's figures, and their ratios to the raw PostgreSQL anchor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.anchor import AnchorRow
+from bench.reconcile import ReconcileRow
+from bench.rerun import RerunRow
+from bench.timing import CHEAP_SECONDS, Timing
+from bench.upsert import MODES, UpsertRow
+
+
+@dataclass(frozen=True)
+class Machine:
+    cpus: int
+    postgres: str
+    server: str
+    settings: str  # fsync, synchronous_commit, shared_buffers
+    load: str  # other work on the machine moves every figure; say how much there was
+    software: str
+
+
+def _k(value: float) -> str:
+    return f"{value / 1000:,.1f}k" if value >= 1000 else f"{value:,.0f}"
+
+
+def _once(timing: Timing, runs: int) -> str:
+    """Marks a figure that was measured once (its run was too long to repeat)."""
+    return "*" if timing.runs < runs else ""
+
+
+def _table(title: str, columns: list[str], left: tuple[str, ...] = ()) -> Table:
+    table = Table(title=title)
+    for name in columns:
+        table.add_column(name, justify="left" if name in left else "right")
+    return table
+
+
+def table_print(console: Console, table: Table) -> None:
+    """Title and caption as lines of their own: rich would wrap them to the table's width."""
+    title, caption = table.title, table.caption
+    table.title = table.caption = None
+    console.print()
+    console.print(f"[bold]{title}[/bold]")
+    console.print(table)
+    if caption:
+        console.print(f"[dim]{caption}[/dim]")
+
+
+def machine_print(console: Console, machine: Machine, *, scale: float, runs: int) -> None:
+    console.print(f"[bold]fleet-burnin benchmark[/bold]: scale {scale:g}; median of {runs} runs per figure")
+    console.print(f"machine: {machine.cpus} CPU(s), {machine.load}; {machine.software}")
+    console.print(f"PostgreSQL {machine.postgres} ({machine.server}); {machine.settings}")
+    console.print(
+        f"[dim]* = measured once: its first run took over {CHEAP_SECONDS:g} s. Query counts are per request "
+        "as CaptureQueriesContext sees them (BEGIN/COMMIT/SAVEPOINT included), over every timed request.[/dim]"
+    )
+
+
+def upsert_table(rows: list[UpsertRow], runs: int) -> Table:
+    table = _table(
+        "1. Evaluation-results upsert: items/s, and queries per request (insert / replace / replay)",
+        ["path", "batch", "items", "insert/s", "replace/s", "replay/s", "queries/request"],
+        left=("path",),
+    )
+    for row in rows:
+        modes = [row.modes[m] for m in MODES]
+        table.add_row(
+            row.path,
+            str(row.batch),
+            f"{row.items:,}",
+            *(f"{_k(m.timing.rate(row.items))}{_once(m.timing, runs)}" for m in modes),
+            " / ".join(m.queries.spread() for m in modes),
+        )
+    table.caption = (
+        "insert: no stored result yet; replace: a re-evaluation with a new payload (ON CONFLICT DO UPDATE); "
+        "replay: the same request again (all unchanged)."
+    )
+    return table
+
+
+def reconcile_table(rows: list[ReconcileRow], runs: int) -> Table:
+    table = _table(
+        "2. Reconcile: full sweeps, scope load + page per request as the view does",
+        [
+            "path",
+            "limit",
+            "targets",
+            "pages",
+            "sweep 1 s",
+            "targets/s",
+            "sweep 2 s",
+            "targets/s",
+            "q/page sweep 1",
+            "q/page sweep 2",
+        ],
+        left=("path",),
+    )
+    for row in rows:
+        mark = "*" if row.runs < runs else ""
+        table.add_row(
+            row.path,
+            str(row.limit),
+            f"{row.first.target_count:,}",
+            str(row.first.pages),
+            f"{row.first.seconds:.2f}{mark}",
+            _k(row.first.target_count / row.first.seconds),
+            f"{row.second.seconds:.2f}{mark}",
+            _k(row.second.target_count / row.second.seconds),
+            row.first.describe_queries(),
+            row.second.describe_queries(),
+        )
+    if rows:
+        first, second = rows[0].first.counters, rows[0].second.counters
+        table.caption = (
+            f"sweep 1 starts from an empty projection: written {first['written']:,}, deferred {first['deferred']:,}; "
+            f"sweep 2 repeats it: unchanged {second['unchanged']:,}, written {second['written']:,}, "
+            f"deferred {second['deferred']:,} (unchanged rows are rewritten too: reconciled_at is bumped).\n"
+            "queries per page: first page / every page between / final page."
+        )
+    return table
+
+
+def rerun_table(rows: list[RerunRow], runs: int) -> Table:
+    table = _table(
+        "3. Rerun planning, mode non_passing (a random selection of the fleet's devices)",
+        ["devices", "preview ms", "queries", "dispatch ms", "queries", "jobs", "skipped devices", "skip groups"],
+    )
+    for row in rows:
+        table.add_row(
+            f"{row.devices:,}",
+            f"{row.preview.seconds * 1000:,.1f}{_once(row.preview, runs)}",
+            row.preview_queries,
+            f"{row.dispatch.seconds * 1000:,.1f}{_once(row.dispatch, runs)}",
+            row.dispatch_queries,
+            f"{row.jobs:,}",
+            f"{row.skipped_devices:,}",
+            f"{row.skip_groups:,}",
+        )
+    return table
+
+
+def anchor_table(rows: list[AnchorRow], runs: int) -> Table:
+    table = _table(
+        "4. Anchor: raw INSERT … SELECT FROM unnest(…) ON CONFLICT DO UPDATE, 500-row batches, autocommit",
+        ["table", "rows", "insert rows/s", "conflict-update rows/s"],
+        left=("table",),
+    )
+    for row in rows:
+        table.add_row(
+            row.table,
+            f"{row.rows:,}",
+            f"{_k(row.insert_rate)}{_once(row.insert, runs)}",
+            f"{_k(row.update_rate)}{_once(row.update, runs)}",
+        )
+    table.caption = "temporary: not WAL-logged (the STACK-NOTES anchor); ordinary: pays WAL and commit like ours."
+    return table
+
+
+def ratio_table(upserts: list[UpsertRow], reconciles: list[ReconcileRow], anchors: list[AnchorRow]) -> Table:
+    """Each figure over the raw rate of the same kind of write: inserts over raw inserts,
+    replacements and no-op passes over raw conflict-updates."""
+    temporary, ordinary = anchors
+    table = _table(
+        "Ratios: ours ÷ raw PostgreSQL rows/s (1.00 = no overhead over one bare statement per batch)",
+        ["operation", "ours/s", "raw kind", "÷ raw temporary", "÷ raw ordinary"],
+        left=("operation", "raw kind"),
+    )
+
+    def add(label: str, value: float, kind: str) -> None:
+        if kind == "insert":
+            t, o = temporary.insert_rate, ordinary.insert_rate
+        else:
+            t, o = temporary.update_rate, ordinary.update_rate
+        table.add_row(label, _k(value), kind, f"{value / t:.2f}", f"{value / o:.2f}")
+
+    for row in upserts:
+        if row.batch == 500:
+            for mode, kind in zip(MODES, ("insert", "update", "update"), strict=True):
+                add(f"upsert {row.path}, batch 500, {mode}", row.modes[mode].timing.rate(row.items), kind)
+    for row in reconciles:
+        add(f"reconcile {row.path}, limit {row.limit}, sweep 1", row.first.target_count / row.first.seconds, "insert")
+        add(f"reconcile {row.path}, limit {row.limit}, sweep 2", row.second.target_count / row.second.seconds, "update")
+    return table
