@@ -172,3 +172,19 @@ def test_database_unreachable_is_503_service_unavailable(tmp_path):
         assert answer["body"]["code"] == "service_unavailable"
         assert answer["body"]["field_errors"] == []
         assert "Traceback" not in answer["text"]
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ('{"site_slug": "lon-1", "satellite_name": "sat-a", "workflows": [], "x": "a\\u0000b"}', "x"),
+        ('{"site_slug": "lon-1", "satellite_name": "sat-a", "workflows": [{"name": "\\ud800"}]}', "workflows.0.name"),
+        ('{"site_slug": "lon-1", "satellite_name": "sat-a", "workflows": [], "n": 1e999}', "n"),
+        ('{"site_slug": "lon-1", "satellite_name": "sat-a", "workflows": [], "\\u0000": 1}', "body (a key)"),
+    ],
+)
+def test_json_postgres_cannot_store_is_a_parse_error_naming_the_place(bearer, site_with_satellite, raw, where):
+    client = bearer(["job:run"])
+    response = client.post(HEARTBEAT, data=raw, content_type="application/json")
+    body = assert_error(response, 400, "parse_error")
+    assert where in body["detail"]

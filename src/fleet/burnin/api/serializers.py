@@ -27,6 +27,7 @@ from fleet.core.fields import (
     StrictRegexField,
     StrictUUIDField,
 )
+from fleet.core.parsers import storable_json_problem
 from fleet.inventory.models import SLUG_PATTERN, TopologyUnit
 from fleet.jobs.models import WorkflowName
 from fleet.policies.api.serializers import ResolvedRuleSerializer
@@ -49,11 +50,15 @@ def decode_json_form_field(data: Any, field: str) -> tuple[Any, bool]:
     if raw is None:
         return {}, True
     try:
-        return {field: json.loads(raw)}, True
+        value = json.loads(raw)
     except (TypeError, ValueError) as exc:
         raise ValidationError(
             {field: [f"In a form or multipart body, `{field}` must be one JSON-encoded value ({exc})."]}
         ) from exc
+    problem = storable_json_problem(value, field)
+    if problem:
+        raise ValidationError({field: [problem]})
+    return {field: value}, True
 
 
 # --- evaluation results upsert (spec: evaluation-results-upsert.yaml) --------------------------
