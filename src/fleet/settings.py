@@ -150,6 +150,7 @@ LOGIN_URL = "/accounts/login/"
 LOGIN_REDIRECT_URL = "/api/docs/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 SESSION_COOKIE_NAME = "sessionid"
+CSRF_FAILURE_VIEW = "fleet.core.errors.csrf_failure"
 
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {

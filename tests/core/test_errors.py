@@ -188,3 +188,22 @@ def test_json_postgres_cannot_store_is_a_parse_error_naming_the_place(bearer, si
     response = client.post(HEARTBEAT, data=raw, content_type="application/json")
     body = assert_error(response, 400, "parse_error")
     assert where in body["detail"]
+
+
+@pytest.mark.parametrize("method", ["post", "put", "patch", "delete"])
+def test_unsafe_methods_to_unknown_api_urls_are_json_404_not_a_csrf_page(bearer, method):
+    client = bearer(["job:run"])
+    response = getattr(client, method)("/api/v1/jobs/0.5/cancel/", {}, format="json")
+    assert_error(response, 404, "not_found")
+
+
+def test_a_session_csrf_failure_outside_drf_is_json_under_api(session_client, db):
+    client = session_client()
+    response = client.post("/api/v1/no-such-endpoint/", {}, format="json")
+    assert response.status_code in (403, 404)
+    assert response.json()["code"] in ("permission_denied", "not_found")
+
+
+def test_an_invalid_list_cursor_is_a_400_on_cursor(bearer):
+    body = assert_error(bearer(["fleet:read"]).get("/api/v1/devices/?cursor=abc"), 400, "invalid")
+    assert body["field_errors"][0]["field"] == "cursor"

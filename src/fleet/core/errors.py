@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.db.models import TextChoices
 from django.http import Http404, HttpRequest, JsonResponse
+from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.serializers import as_serializer_error
@@ -194,8 +195,18 @@ def _is_api(request: HttpRequest) -> bool:
     return request.path.startswith("/api/")
 
 
+@csrf_exempt  # an unknown URL is a 404 whatever the method, not a CSRF failure
 def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonResponse:
     return JsonResponse(error_body("Not found.", ErrorCode.NOT_FOUND), status=404)
+
+
+def csrf_failure(request: HttpRequest, reason: str = ""):
+    """CSRF_FAILURE_VIEW: the uniform body under /api/, Django's page elsewhere."""
+    if _is_api(request):
+        return JsonResponse(error_body(f"CSRF Failed: {reason}", ErrorCode.PERMISSION_DENIED), status=403)
+    from django.views.csrf import csrf_failure as default
+
+    return default(request, reason=reason)
 
 
 def handler404(request: HttpRequest, exception: Exception | None = None):

@@ -27,7 +27,13 @@ class FleetAutoSchema(AutoSchema):
         if declared is not None and not (isinstance(declared, dict) and "GET" in declared):
             return dict(declared)
         errors = {}
-        if self.method in ("POST", "PUT", "PATCH") or self._get_filter_parameters():
+        takes_input = (
+            self.method in ("POST", "PUT", "PATCH")
+            or self._get_filter_parameters()
+            or self._get_pagination_parameters()
+            or any(p.get("in") == "query" for p in self._get_parameters() if isinstance(p, dict))
+        )
+        if takes_input:
             errors[400] = ERROR_DESCRIPTIONS[400]
         errors[401] = ERROR_DESCRIPTIONS[401]
         errors[403] = ERROR_DESCRIPTIONS[403]

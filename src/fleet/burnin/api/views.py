@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, status
 from rest_framework.request import Request
@@ -72,7 +73,9 @@ class TestExecutionView(APIView):
             "Create or update the execution with this agent-chosen id. `updated_at` changes on every real "
             "change and not on an identical replay. A finished execution cannot go back to running."
         ),
-        parameters=[OpenApiParameter("execution_id", str, OpenApiParameter.PATH, description="Agent-chosen uuid.")],
+        parameters=[
+            OpenApiParameter("execution_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Agent-chosen uuid.")
+        ],
         request=s.TestExecutionReportSerializer,
         responses={
             200: OpenApiResponse(s.TestExecutionSerializer, description="Updated, or unchanged by a replay."),
@@ -96,7 +99,7 @@ class TestExecutionView(APIView):
         operation_id="api_v1_burn_in_executions_retrieve",
         tags=TAGS,
         summary="Read a test execution",
-        parameters=[OpenApiParameter("execution_id", str, OpenApiParameter.PATH)],
+        parameters=[OpenApiParameter("execution_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
         responses={200: s.TestExecutionSerializer},
     )
     def get(self, request: Request, execution_id) -> Response:

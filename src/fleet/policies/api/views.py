@@ -1,12 +1,14 @@
 import django_filters
 from django.db.models import Prefetch
 from django.shortcuts import get_object_or_404
+from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from fleet.core.error_schema import ERROR_DESCRIPTIONS
 from fleet.core.principals import ensure_site_allowed
 from fleet.core.requests import validated
 from fleet.inventory.models import Site
@@ -58,14 +60,15 @@ class ResolvedThresholdsView(APIView):
     """The thresholds that judge a requirement's executions at a site, and their source key."""
 
     required_scopes = ["fleet:read"]
+    error_responses = {status: ERROR_DESCRIPTIONS[status] for status in (400, 401, 403, 404)}
 
     @extend_schema(
         operation_id="api_v1_policies_resolved_thresholds_retrieve",
         tags=["Policies"],
         summary="Resolve a requirement's thresholds for a site",
         parameters=[
-            OpenApiParameter("requirement", str, required=True, description="Requirement id (uuid)."),
-            OpenApiParameter("site", str, required=True, description="Site id (uuid)."),
+            OpenApiParameter("requirement", OpenApiTypes.UUID, required=True, description="Requirement id."),
+            OpenApiParameter("site", OpenApiTypes.UUID, required=True, description="Site id."),
         ],
         responses={200: serializers.ResolvedThresholdsSerializer},
     )
