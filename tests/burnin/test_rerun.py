@@ -56,6 +56,19 @@ class World:
     def sweep(self):
         sweep_service("lon-1", "sat-a", "gpu.h200.8x")
 
+    def hold(self, device, *requirement_names):
+        """An active single-node job on `device` covering these requirements (another operator's)."""
+        return job_create(
+            spec=JobSpec(
+                self.site.id,
+                self.satellite.id,
+                "SingleNodeBurnInWorkflow",
+                (device.id,),
+                {"requirements": [{"name": name} for name in requirement_names]},
+            ),
+            requested_by="test",
+        )
+
     def pass_single_node(self, devices=None):
         for device in devices or self.devices:
             self.result(self.diag, device=device)
@@ -200,16 +213,7 @@ def test_already_dispatched_and_dispatching_twice_creates_nothing(bearer, world)
 def test_device_contended_by_a_job_for_other_requirements(bearer, world):
     world.sweep()
     device = world.devices[0]
-    job_create(
-        spec=JobSpec(
-            world.site.id,
-            world.satellite.id,
-            "SingleNodeBurnInWorkflow",
-            (device.id,),
-            {"requirements": [{"name": "nvbw"}]},
-        ),
-        requested_by="test",
-    )
+    world.hold(device, "nvbw")
     body = dispatch(bearer(SCOPE), world, [device.id])
     assert reasons(body)[("gpu-diag", "device_contended")] == ids(device)
     assert reasons(body)[("nvbw", "already_dispatched")] == ids(device)
@@ -286,16 +290,7 @@ def test_device_contended_precedes_no_parameter_source(bearer, world):
 
     ParameterProfile.objects.filter(test="dcgm-diag").delete()
     device = world.devices[0]
-    job_create(
-        spec=JobSpec(
-            world.site.id,
-            world.satellite.id,
-            "SingleNodeBurnInWorkflow",
-            (device.id,),
-            {"requirements": [{"name": "nvbw"}]},
-        ),
-        requested_by="test",
-    )
+    world.hold(device, "nvbw")
     assert ("gpu-diag", "device_contended") in reasons(dispatch(bearer(SCOPE), world, [device.id]))
 
 
@@ -326,16 +321,7 @@ def test_the_cohort_is_blocked(bearer, world, trouble):
         odd.state = "accepted"
         odd.save()
     elif trouble == "contended":
-        job_create(
-            spec=JobSpec(
-                world.site.id,
-                world.satellite.id,
-                "SingleNodeBurnInWorkflow",
-                (odd.id,),
-                {"requirements": [{"name": "gpu-diag"}]},
-            ),
-            requested_by="test",
-        )
+        world.hold(odd, "gpu-diag")
     else:
         world.result(world.nvbw, device=odd, passed=False)
         world.sweep()

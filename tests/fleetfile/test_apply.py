@@ -272,10 +272,14 @@ def test_devices_absent_from_the_file_are_left_alone_unless_pruned(db):
 
 
 def test_values_json_cannot_store_and_blank_statistics_are_located_problems(db):
-    text = EXAMPLE.read_text().replace(
-        "parameters: {level: 3}}", "parameters: {level: 3, since: 2026-11-30, ratio: .nan}}", 1
-    ).replace("{metric: bw_gbps, statistic: min, comparator: gte, threshold: 360}",
-              "{metric: bw_gbps, statistic: '', comparator: gte, threshold: 360}")
+    text = (
+        EXAMPLE.read_text()
+        .replace("parameters: {level: 3}}", "parameters: {level: 3, since: 2026-11-30, ratio: .nan}}", 1)
+        .replace(
+            "{metric: bw_gbps, statistic: min, comparator: gte, threshold: 360}",
+            "{metric: bw_gbps, statistic: '', comparator: gte, threshold: 360}",
+        )
+    )
     with pytest.raises(FleetFileError) as caught:
         apply_text(text)
     problems = dict(caught.value.problems)
