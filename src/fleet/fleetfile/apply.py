@@ -7,12 +7,14 @@ changed (requirements, thresholds, overrides, parameter constraints), never othe
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
+from functools import reduce
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from fleet.fleetfile.document import (
@@ -108,6 +110,8 @@ class _Applier:
         self.prune = prune
         self.now = timezone.now()
         self.site_ids: dict[str, Any] = {}
+        self.membership_adds: list[TopologyMembership] = []
+        self.membership_removals: list[tuple[Any, str]] = []
 
     def count(self, kind: str, outcome: str, n: int = 1) -> None:
         counts = self.summary.counts[kind]
@@ -207,29 +211,26 @@ class _Applier:
             )
         self.flush_memberships()
 
-    _membership_adds: list[TopologyMembership]
-    _membership_removals: list[tuple[Any, str]]
-
     def set_memberships(self, device: Device, current: dict[str, Any], wanted: dict[str, Any]) -> bool:
-        if not hasattr(self, "_membership_adds"):
-            self._membership_adds, self._membership_removals = [], []
         changed = False
         for unit, topology_id in current.items():
             if wanted.get(unit) != topology_id:
-                self._membership_removals.append((device.id, unit))
+                self.membership_removals.append((device.id, unit))
                 changed = True
         for unit, topology_id in wanted.items():
             if current.get(unit) != topology_id:
-                self._membership_adds.append(TopologyMembership(device=device, topology_id=topology_id, unit=unit))
+                self.membership_adds.append(TopologyMembership(device=device, topology_id=topology_id, unit=unit))
                 changed = True
         return changed
 
     def flush_memberships(self) -> None:
-        removals = getattr(self, "_membership_removals", [])
-        for device_id, unit in removals:
-            TopologyMembership.objects.filter(device_id=device_id, unit=unit).delete()
-        TopologyMembership.objects.bulk_create(getattr(self, "_membership_adds", []))
-        self._membership_adds, self._membership_removals = [], []
+        """Removals in one statement, then additions in one (a device may move within a unit)."""
+        if self.membership_removals:
+            TopologyMembership.objects.filter(
+                reduce(operator.or_, (Q(device_id=d, unit=u) for d, u in self.membership_removals))
+            ).delete()
+        TopologyMembership.objects.bulk_create(self.membership_adds)
+        self.membership_adds, self.membership_removals = [], []
 
     def prune_site(self, site: Site, decl: SiteDecl) -> None:
         from fleet.burnin.models import TestExecution

@@ -19,51 +19,44 @@ class IssuedCredential:
     rotated: bool
 
 
-@transaction.atomic
-def satellite_credentials_issue(*, satellite: Satellite) -> IssuedCredential:
-    """Create the satellite's OAuth2 client, or rotate its secret (revoking issued tokens).
-    The secret is stored hashed: this is the only time it is visible."""
+def _client_issue(existing: Application | None, **create: object) -> tuple[Application, IssuedCredential]:
+    """Create a client-credentials client, or rotate an existing one's secret and revoke its
+    tokens. The secret is stored hashed: the returned value is the only time it is visible."""
     secret = generate_client_secret()
-    credential = SatelliteCredential.objects.select_related("application").filter(satellite=satellite).first()
-    if credential is None:
+    if existing is None:
         application = Application.objects.create(
-            name=f"satellite {satellite.site.slug}/{satellite.name}",
             client_type=Application.CLIENT_CONFIDENTIAL,
             authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
             client_secret=secret,
             hash_client_secret=True,
+            **create,
         )
+        return application, IssuedCredential(application.client_id, secret, rotated=False)
+    existing.client_secret = secret
+    existing.save()
+    RefreshToken.objects.filter(application=existing).delete()
+    AccessToken.objects.filter(application=existing).delete()
+    return existing, IssuedCredential(existing.client_id, secret, rotated=True)
+
+
+@transaction.atomic
+def satellite_credentials_issue(*, satellite: Satellite) -> IssuedCredential:
+    """Create the satellite's OAuth2 client (bound to it), or rotate its secret."""
+    credential = SatelliteCredential.objects.select_related("application").filter(satellite=satellite).first()
+    application, issued = _client_issue(
+        credential.application if credential else None, name=f"satellite {satellite.site.slug}/{satellite.name}"
+    )
+    if credential is None:
         SatelliteCredential.objects.create(satellite=satellite, application=application)
-        return IssuedCredential(application.client_id, secret, rotated=False)
-    application = credential.application
-    application.client_secret = secret
-    application.save()
-    RefreshToken.objects.filter(application=application).delete()
-    AccessToken.objects.filter(application=application).delete()
-    return IssuedCredential(application.client_id, secret, rotated=True)
+    return issued
 
 
 @transaction.atomic
 def operator_credentials_issue(*, name: str, owner) -> IssuedCredential:
     """Create or rotate an automation client owned by a person; it may hold every scope and acts
     while its owner is active."""
-    secret = generate_client_secret()
-    application = Application.objects.filter(name=name, user=owner).exclude(satellite_credential__isnull=False).first()
-    if application is None:
-        application = Application.objects.create(
-            name=name,
-            user=owner,
-            client_type=Application.CLIENT_CONFIDENTIAL,
-            authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
-            client_secret=secret,
-            hash_client_secret=True,
-        )
-        return IssuedCredential(application.client_id, secret, rotated=False)
-    application.client_secret = secret
-    application.save()
-    RefreshToken.objects.filter(application=application).delete()
-    AccessToken.objects.filter(application=application).delete()
-    return IssuedCredential(application.client_id, secret, rotated=True)
+    existing = Application.objects.filter(name=name, user=owner).exclude(satellite_credential__isnull=False).first()
+    return _client_issue(existing, name=name, user=owner)[1]
 
 
 @transaction.atomic
