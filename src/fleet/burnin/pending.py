@@ -13,8 +13,11 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.core.exceptions import ValidationError
 from django.db import connection
+from django.utils.dateparse import parse_datetime
 
+from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.models import Satellite
 from fleet.policies.models import Requirement
 from fleet.policies.resolution import Resolution, load_resolutions
@@ -38,8 +41,7 @@ class PendingExecution:
 @dataclass(frozen=True)
 class PendingPage:
     items: list[PendingExecution]
-    last: tuple[datetime, UUID] | None
-    has_more: bool
+    next_cursor: str | None
 
 
 _PAGE = """
@@ -70,9 +72,19 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def pending_evaluations_page(
-    *, satellite: Satellite, limit: int, after: tuple[datetime, UUID] | None = None
-) -> PendingPage:
+def _resume_after(satellite: Satellite, cursor: str | None) -> tuple[datetime, UUID] | None:
+    if not cursor:
+        return None
+    payload = cursor_decode(cursor, purpose="pending", restart_hint="Start again without a cursor.")
+    if payload.get("satellite") != str(satellite.id):
+        raise ValidationError({"cursor": ["This cursor belongs to another satellite's feed."]})
+    return parse_datetime(payload["at"]), UUID(payload["id"])
+
+
+def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | None = None) -> PendingPage:
+    """One page of the feed; `cursor` (signed, bound to this satellite) resumes after the last
+    execution of the previous page."""
+    after = _resume_after(satellite, cursor)
     requirements = dict(Requirement.objects.values_list("id", "name"))
     resolutions = load_resolutions((requirement_id, satellite.site_id) for requirement_id in requirements)
     ids = list(requirements)
@@ -108,5 +120,11 @@ def pending_evaluations_page(
         )
         for row in rows
     ]
-    last = (items[-1].updated_at, items[-1].execution_id) if items else None
-    return PendingPage(items=items, last=last, has_more=has_more)
+    next_cursor = None
+    if has_more and items:
+        last = items[-1]
+        next_cursor = cursor_encode(
+            {"satellite": str(satellite.id), "at": last.updated_at.isoformat(), "id": str(last.execution_id)},
+            purpose="pending",
+        )
+    return PendingPage(items=items, next_cursor=next_cursor)

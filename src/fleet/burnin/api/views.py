@@ -18,7 +18,6 @@ from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.burnin.pending import pending_evaluations_page
 from fleet.burnin.reconcile import progress_reconcile_page, reconcile_scope_load
 from fleet.burnin.selectors import progress_summary
-from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.core.error_schema import ERROR_DESCRIPTIONS
 from fleet.core.pagination import FleetCursorPagination
 from fleet.core.principals import actor_label, ensure_acts_as_satellite, ensure_site_allowed
@@ -131,23 +130,7 @@ class PendingEvaluationsView(APIView):
         query = validated(s.PendingEvaluationsQuerySerializer, request, data=request.query_params)
         satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
         ensure_acts_as_satellite(request.user, satellite)
-        after = None
-        if query.get("cursor"):
-            payload = cursor_decode(query["cursor"], purpose="pending", restart_hint="Start again without a cursor.")
-            if payload.get("satellite") != str(satellite.id):
-                from django.core.exceptions import ValidationError
-
-                raise ValidationError({"cursor": ["This cursor belongs to another satellite's feed."]})
-            from django.utils.dateparse import parse_datetime
-
-            after = (parse_datetime(payload["at"]), payload["id"])
-        page = pending_evaluations_page(satellite=satellite, limit=query["limit"], after=after)
-        next_cursor = None
-        if page.has_more and page.last:
-            next_cursor = cursor_encode(
-                {"satellite": str(satellite.id), "at": page.last[0].isoformat(), "id": str(page.last[1])},
-                purpose="pending",
-            )
+        page = pending_evaluations_page(satellite=satellite, limit=query["limit"], cursor=query.get("cursor"))
         body = {
             "results": [
                 {
@@ -166,7 +149,7 @@ class PendingEvaluationsView(APIView):
                 }
                 for item in page.items
             ],
-            "next_cursor": next_cursor,
+            "next_cursor": page.next_cursor,
         }
         return Response(s.PendingEvaluationsPageSerializer(body).data)
 
