@@ -9,7 +9,7 @@ for one device. The number of queries does not depend on how many devices are se
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -43,6 +43,7 @@ from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requiremen
 class DispatchOutcome:
     plan: Plan
     jobs: tuple[Job, ...]  # in the order of plan.jobs; empty for a preview
+    topologies: Mapping[UUID, TopologyFacts]  # every topology the plan names
 
 
 def check_selection(site: Site, device_ids: Sequence[UUID]) -> list[UUID]:
@@ -162,7 +163,7 @@ def load_planning_input(*, selected: list[UUID], mode: str, involved: set[UUID])
 def rerun_plan_preview(*, site: Site, device_ids: Sequence[UUID], mode: str) -> DispatchOutcome:
     selected = check_selection(site, device_ids)
     data = load_planning_input(selected=selected, mode=mode, involved=_involved_devices(selected))
-    return DispatchOutcome(plan=plan(data), jobs=())
+    return DispatchOutcome(plan=plan(data), jobs=(), topologies=data.topologies)
 
 
 @transaction.atomic
@@ -185,4 +186,4 @@ def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: str, request
         for job in decided.jobs
     ]
     jobs = jobs_create(specs=specs, requested_by=requested_by, reason="dispatch", locked=True)
-    return DispatchOutcome(plan=decided, jobs=tuple(jobs))
+    return DispatchOutcome(plan=decided, jobs=tuple(jobs), topologies=data.topologies)

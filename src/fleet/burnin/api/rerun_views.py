@@ -25,19 +25,19 @@ ERRORS = {
 }
 
 
-def _topology(plan, topology_id):
+def _topology(outcome: DispatchOutcome, topology_id) -> dict | None:
     if topology_id is None:
         return None
-    topology = plan.topologies[topology_id]
+    topology = outcome.topologies[topology_id]
     return {"id": topology.id, "unit": topology.unit, "label": topology.label}
 
 
-def _common(outcome: DispatchOutcome, topologies) -> dict:
+def _skips_and_exclusions(outcome: DispatchOutcome) -> dict:
     return {
         "skips": [
             {
                 "device_ids": list(group.device_ids),
-                "topology": _topology(topologies, group.topology_id),
+                "topology": _topology(outcome, group.topology_id),
                 "resource_class": group.resource_class,
                 "requirement_name": group.requirement_name,
                 "reason": group.reason,
@@ -46,14 +46,6 @@ def _common(outcome: DispatchOutcome, topologies) -> dict:
         ],
         "excluded_devices": [{"device_id": e.device_id, "reason": e.reason} for e in outcome.plan.exclusions],
     }
-
-
-class _Topologies:
-    def __init__(self, outcome: DispatchOutcome) -> None:
-        from fleet.inventory.models import Topology
-
-        ids = {j.topology_id for j in outcome.plan.jobs} | {g.topology_id for g in outcome.plan.skips}
-        self.topologies = {t.id: t for t in Topology.objects.filter(id__in=ids - {None})}
 
 
 class _RerunView(APIView):
@@ -81,12 +73,11 @@ class RerunPlanPreviewView(_RerunView):
         site = self.site(request, site_id)
         data = validated(s.RerunPlanDispatchRequestSerializer, request)
         outcome = rerun_plan_preview(site=site, device_ids=data["device_ids"], mode=data["mode"])
-        topologies = _Topologies(outcome)
-        body = _common(outcome, topologies) | {
+        body = _skips_and_exclusions(outcome) | {
             "planned_jobs": [
                 {
                     "workflow_name": job.workflow_name,
-                    "topology": _topology(topologies, job.topology_id),
+                    "topology": _topology(outcome, job.topology_id),
                     "device_ids": list(job.device_ids),
                     "requirements": [
                         {
@@ -123,13 +114,12 @@ class RerunPlanDispatchView(_RerunView):
         outcome = rerun_dispatch(
             site=site, device_ids=data["device_ids"], mode=data["mode"], requested_by=actor_label(request.user)
         )
-        topologies = _Topologies(outcome)
-        body = _common(outcome, topologies) | {
+        body = _skips_and_exclusions(outcome) | {
             "created_jobs": [
                 {
                     "job_id": job.id,
                     "workflow_name": job.workflow_name,
-                    "topology": _topology(topologies, job.topology_id),
+                    "topology": _topology(outcome, job.topology_id),
                     "device_ids": list(planned.device_ids),
                 }
                 for planned, job in zip(outcome.plan.jobs, outcome.jobs, strict=True)
