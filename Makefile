@@ -10,10 +10,10 @@ PORT ?= 8000
 
 .PHONY: install run test lint bench clean
 
-$(STAMP): pyproject.toml agent/pyproject.toml constraints/constraints.txt
+$(STAMP): pyproject.toml agent/pyproject.toml rules/pyproject.toml constraints/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check \
-		-c constraints/constraints.txt -e '.[dev]' -e ./agent
+		-c constraints/constraints.txt -e ./rules -e '.[dev]' -e ./agent
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -19,7 +19,7 @@ from django.db import connection
 from bench.clients import AgentClient, encode
 from bench.seed import RESOURCE_CLASS, Fleet
 from bench.timing import CHEAP_SECONDS, QueryLog
-from fleet.burnin.reconcile import progress_reconcile_page, reconcile_scope_load
+from fleet.burnin.reconcile.service import PageFetcher, ReconcilePage, page_fetcher, reconcile_sweep
 
 LIMITS = (500, 100)
 URL = "/api/v1/burn-in/policy-progress/reconcile/"
@@ -61,47 +61,44 @@ class ReconcileRow:
     problems: list[str] = field(default_factory=list)
 
 
-def _service_page(fleet: Fleet, limit: int, cursor: str | None) -> dict:
-    scope = reconcile_scope_load(
-        site_slug=fleet.site.slug,
-        satellite_name=fleet.satellite.name,
-        resource_class=RESOURCE_CLASS,
-        gate=None,
-        actor=None,
-    )
-    return vars(progress_reconcile_page(scope=scope, limit=limit, cursor=cursor))
+def _scope(fleet: Fleet, limit: int) -> dict:
+    return {
+        "site_slug": fleet.site.slug,
+        "satellite_name": fleet.satellite.name,
+        "resource_class": RESOURCE_CLASS,
+        "gate": None,
+        "limit": limit,
+    }
 
 
-def _http_page(client: AgentClient) -> Callable[[Fleet, int, str | None], dict]:
-    def page(fleet: Fleet, limit: int, cursor: str | None) -> dict:
-        body = {
-            "site_slug": fleet.site.slug,
-            "satellite_name": fleet.satellite.name,
-            "resource_class": RESOURCE_CLASS,
-            "limit": limit,
-        }
-        if cursor:
-            body["cursor"] = cursor
-        return client.post_json(URL, encode(body))
-
-    return page
+def _service_pages(fleet: Fleet, limit: int) -> PageFetcher:
+    return page_fetcher(**_scope(fleet, limit), actor=None)
 
 
-def _sweep(page: Callable[[Fleet, int, str | None], dict], fleet: Fleet, limit: int) -> Sweep:
+def _http_pages(client: AgentClient) -> Callable[[Fleet, int], PageFetcher]:
+    def pages(fleet: Fleet, limit: int) -> PageFetcher:
+        def fetch(cursor: str | None) -> ReconcilePage:
+            body = {k: v for k, v in _scope(fleet, limit).items() if v is not None}
+            if cursor:
+                body["cursor"] = cursor
+            return ReconcilePage(**client.post_json(URL, encode(body)))
+
+        return fetch
+
+    return pages
+
+
+def _sweep(pages: Callable[[Fleet, int], PageFetcher], fleet: Fleet, limit: int) -> Sweep:
     sweep = Sweep()
     queries = QueryLog(sweep.queries)
-    cursor = None
+    fetch = pages(fleet, limit)
     start = time.perf_counter()
-    while True:
-        result = queries.call(partial(page, fleet, limit, cursor))
-        sweep.pages += 1
-        sweep.target_count = result["target_count"]
-        for name in COUNTERS:
-            sweep.counters[name] += result[name]
-        cursor = result["next_cursor"]
-        if not cursor:
-            break
+    totals = reconcile_sweep(**_scope(fleet, limit), fetch_page=lambda cursor: queries.call(partial(fetch, cursor)))
     sweep.seconds = time.perf_counter() - start
+    sweep.pages = len(totals.pages)
+    sweep.target_count = totals.target_count
+    for name in COUNTERS:
+        sweep.counters[name] = getattr(totals, name)
     return sweep
 
 
@@ -153,9 +150,9 @@ def reconcile_measure(
     rows = []
     for limit in LIMITS:
         progress(f"reconcile service, limit {limit}")
-        rows.append(_measure("service", _service_page, fleet, limit, runs))
+        rows.append(_measure("service", _service_pages, fleet, limit, runs))
     if http is not None:
         progress("reconcile HTTP, limit 500")
-        rows.append(_measure("HTTP", _http_page(http), fleet, 500, runs))
+        rows.append(_measure("HTTP", _http_pages(http), fleet, 500, runs))
     # Leave the projection complete: rerun planning reads it.
     return rows

@@ -17,9 +17,9 @@ from django.conf import settings
 
 from bench.seed import Fleet
 from bench.timing import QueryLog, Timing, timed
-from fleet.burnin.planning import PlanningMode
-from fleet.burnin.rerun_dispatch import DispatchOutcome, rerun_dispatch, rerun_plan_preview
+from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.jobs.models import Job, JobDevice
+from fleet_rules.vocabulary import PlanningMode
 
 SELECTIONS = (10, 200, 2000)
 

@@ -19,9 +19,8 @@ from django.db import connection
 from django.utils import timezone
 from psycopg.types.json import Jsonb
 
-from fleet.burnin.models import ExecutionStatus, TestExecution
-from fleet.inventory.models import Device, DeviceState, Satellite, Site, Topology, TopologyMembership, TopologyUnit
-from fleet.jobs.models import WorkflowName
+from fleet.burnin.models import TestExecution
+from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import (
     RACK_ACCEPTANCE,
     AcceptancePolicy,
@@ -30,7 +29,8 @@ from fleet.policies.models import (
     RequirementScope,
     ThresholdRule,
 )
-from fleet.policies.resolution import load_resolutions
+from fleet.policies.selectors import load_resolutions
+from fleet_rules.vocabulary import DeviceState, ExecutionStatus, TopologyUnit, WorkflowName
 
 RESOURCE_CLASS = "gpu.h200.8x"
 RACK_SIZE = 8

@@ -20,7 +20,8 @@ from django.db import connection
 from bench.clients import AgentClient, encode
 from bench.seed import Fleet, LatestExecution, evaluation_payload
 from bench.timing import QueryLog, Timing, timed
-from fleet.burnin.evaluations import ResultItem, evaluation_results_upsert
+from fleet.burnin.evaluation_results.service import evaluation_results_upsert
+from fleet_rules.evaluations import ResultItem
 
 BATCHES = (1, 100, 500, 1000)
 ITEMS_PER_SCALE = 10_000  # per mode and batch size; the default run must stay under about 3 min

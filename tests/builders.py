@@ -7,8 +7,9 @@ from uuid import UUID, uuid4
 
 from django.utils import timezone
 
-from fleet.inventory.models import Device, DeviceState, Satellite, Site, Topology, TopologyMembership
+from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
+from fleet_rules.vocabulary import DeviceState
 
 _seq = count(1)
 
@@ -129,7 +130,7 @@ class FleetBuilder:
         ).execution
 
     def source_key(self, requirement: Requirement, site: Site) -> str:
-        from fleet.policies.resolution import load_resolutions
+        from fleet.policies.selectors import load_resolutions
 
         return load_resolutions([(requirement.id, site.id)])[(requirement.id, site.id)].key
 

@@ -13,6 +13,19 @@ import dj_database_url
 from django.core.management.utils import get_random_secret_key
 
 from fleet.core.error_schema import ERROR_COMPONENTS
+from fleet_rules.vocabulary import (
+    Comparator,
+    DeviceState,
+    ExclusionReason,
+    ExecutionStatus,
+    JobStatus,
+    PlanningMode,
+    RequirementScope,
+    SkipReason,
+    TopologyUnit,
+    Verdict,
+    WorkflowName,
+)
 
 
 def _env_bool(name: str, default: bool) -> bool:
@@ -74,6 +87,7 @@ INSTALLED_APPS = [
     "fleet.jobs",
     "fleet.burnin",
     "fleet.fleetfile",
+    "fleet.demo",
 ]
 
 MIDDLEWARE = [
@@ -155,7 +169,7 @@ CSRF_FAILURE_VIEW = "fleet.core.errors.csrf_failure"
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
-        "fleet.core.authentication.BearerTokenAuthentication",
+        "fleet.inventory.authentication.BearerTokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ],
     "DEFAULT_PERMISSION_CLASSES": ["fleet.core.permissions.ScopeOrModelPermission"],
@@ -165,7 +179,7 @@ REST_FRAMEWORK = {
         "rest_framework.parsers.FormParser",
         "rest_framework.parsers.MultiPartParser",
     ],
-    "DEFAULT_SCHEMA_CLASS": "fleet.core.schema.FleetAutoSchema",
+    "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "EXCEPTION_HANDLER": "fleet.core.errors.exception_handler",
     "DEFAULT_THROTTLE_CLASSES": [
         "fleet.core.throttling.ClientRateThrottle",
@@ -190,17 +204,17 @@ SPECTACULAR_SETTINGS = {
     "COMPONENT_SPLIT_REQUEST": False,
     "ENUM_ADD_EXPLICIT_BLANK_NULL_CHOICE": False,
     "ENUM_NAME_OVERRIDES": {
-        "ComparatorTypeEnum": "fleet.policies.models.Comparator",
-        "StandupTopologyUnitEnum": "fleet.inventory.models.TopologyUnit",
-        "RerunWorkflowNameEnum": "fleet.jobs.models.WorkflowName",
-        "RerunPlanningModeEnum": "fleet.burnin.planning.PlanningMode",
-        "RerunPlanSkipReasonEnum": "fleet.burnin.planning.SkipReason",
-        "RerunPlanExcludedDeviceReasonEnum": "fleet.burnin.planning.ExclusionReason",
-        "DeviceStateEnum": "fleet.inventory.models.DeviceState",
-        "VerdictEnum": "fleet.burnin.models.Verdict",
-        "ExecutionStatusEnum": "fleet.burnin.models.ExecutionStatus",
-        "JobStatusEnum": "fleet.jobs.models.JobStatus",
-        "RequirementScopeEnum": "fleet.policies.models.RequirementScope",
+        "ComparatorTypeEnum": Comparator.choices,
+        "StandupTopologyUnitEnum": TopologyUnit.choices,
+        "RerunWorkflowNameEnum": WorkflowName.choices,
+        "RerunPlanningModeEnum": PlanningMode.choices,
+        "RerunPlanSkipReasonEnum": SkipReason.choices,
+        "RerunPlanExcludedDeviceReasonEnum": ExclusionReason.choices,
+        "DeviceStateEnum": DeviceState.choices,
+        "VerdictEnum": Verdict.choices,
+        "ExecutionStatusEnum": ExecutionStatus.choices,
+        "JobStatusEnum": JobStatus.choices,
+        "RequirementScopeEnum": RequirementScope.choices,
     },
     "APPEND_COMPONENTS": {"schemas": ERROR_COMPONENTS},
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -221,7 +235,7 @@ OAUTH2_PROVIDER = {
         "job:create": "Create jobs and dispatch reruns",
     },
     "DEFAULT_SCOPES": ["fleet:read"],
-    "SCOPES_BACKEND_CLASS": "fleet.core.scopes.ClientScopes",
+    "SCOPES_BACKEND_CLASS": "fleet.inventory.identity.ClientScopes",
     "ACCESS_TOKEN_EXPIRE_SECONDS": _env_int("FLEET_ACCESS_TOKEN_SECONDS", 3600),
     "PKCE_REQUIRED": False,
 }

@@ -1,3 +1,6 @@
+"""Every route of the service: each app's API under /api/v1/, the schema and its docs, the admin
+and people's login. The only place that knows every app's URLs."""
+
 from django.contrib import admin
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
@@ -5,9 +8,13 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from fleet.core import errors
 
+# Burn-in first: its `satellites/resource-classes/` must be tried before the satellites router's
+# `satellites/<pk>/` (the routers match any path segment as an id).
 api_v1 = [
-    path("", include("fleet.core.api.urls")),
-    path("burn-in/", include("fleet.burnin.api.urls")),
+    path("", include("fleet.burnin.api.urls")),
+    path("", include("fleet.inventory.api.urls")),
+    path("", include("fleet.policies.api.urls")),
+    path("", include("fleet.jobs.api.urls")),
 ]
 
 urlpatterns = [

@@ -102,8 +102,9 @@ def seeded_fleet(db, api_token) -> Seeds:
     from fleet.fleetfile.apply import fleet_apply
     from fleet.fleetfile.document import parse_text
     from fleet.inventory.models import Device, Satellite, Site, Topology
-    from fleet.jobs.models import Job, WorkflowName
+    from fleet.jobs.models import Job
     from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement
+    from fleet_rules.vocabulary import WorkflowName
 
     # The example fleet, with its device list cut down: every site, satellite, topology, policy and
     # profile stays, but 13 devices instead of 35 keep every list response (and so every example)

@@ -3,49 +3,39 @@
 from __future__ import annotations
 
 from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
-from fleet.burnin.reconcile import progress_reconcile_page, reconcile_scope_load
+from fleet.burnin.reconcile.service import ReconcilePage, reconcile_sweep
 from fleet.inventory.models import Device, Topology
 from fleet.policies.models import Requirement
-from fleet.policies.resolution import load_resolutions
+from fleet.policies.selectors import load_resolutions
 
 RECONCILE = "/api/v1/burn-in/policy-progress/reconcile/"
 
 
-MAX_PAGES = 2000
-
-
-def _page_bound(target_count: int, limit: int) -> int:
-    """No sweep needs more pages than this: a cursor that does not advance fails, not hangs."""
-    return min(MAX_PAGES, target_count // max(limit, 1) + 2)
-
-
 def sweep_service(site_slug, satellite_name, resource_class, *, limit=500, gate=None) -> list:
     """Run a sweep to its end through the service; returns every page."""
-    pages, cursor = [], None
-    while len(pages) < MAX_PAGES:
-        scope = reconcile_scope_load(
-            site_slug=site_slug, satellite_name=satellite_name, resource_class=resource_class, gate=gate, actor=None
-        )
-        page = progress_reconcile_page(scope=scope, limit=limit, cursor=cursor)
-        pages.append(page)
-        assert len(pages) <= _page_bound(page.target_count, limit), "the sweep's cursor does not advance"
-        cursor = page.next_cursor
-        if cursor is None:
-            return pages
-    raise AssertionError(f"the sweep did not end within {MAX_PAGES} pages")
+    return reconcile_sweep(
+        site_slug=site_slug, satellite_name=satellite_name, resource_class=resource_class, gate=gate, limit=limit
+    ).pages
 
 
 def sweep_api(client, body: dict) -> list[dict]:
-    pages, cursor = [], None
-    while len(pages) < MAX_PAGES:
+    """Run a sweep to its end through the view; returns every page's JSON."""
+    pages: list[dict] = []
+
+    def post(cursor):
         response = client.post(RECONCILE, body | {"cursor": cursor}, format="json")
         assert response.status_code == 200, response.content
         pages.append(response.json())
-        assert len(pages) <= _page_bound(pages[-1]["target_count"], body.get("limit") or 500), "cursor stuck"
-        cursor = pages[-1]["next_cursor"]
-        if cursor is None:
-            return pages
-    raise AssertionError(f"the sweep did not end within {MAX_PAGES} pages")
+        return ReconcilePage(**pages[-1])
+
+    reconcile_sweep(
+        site_slug=body["site_slug"],
+        satellite_name=body["satellite_name"],
+        resource_class=body["resource_class"],
+        limit=body.get("limit") or 500,
+        fetch_page=post,
+    )
+    return pages
 
 
 def projection() -> dict:

@@ -7,7 +7,8 @@ from uuid import uuid4
 
 import pytest
 
-from fleet.burnin.evaluations import ExecutionFacts, Outcome, ResultItem, StoredResult, classify, normalised_payload
+from fleet_rules.evaluations import ExecutionFacts, ResultItem, StoredResult, classify, normalised_payload
+from fleet_rules.vocabulary import EvaluationOutcome as Outcome
 from tests.builders import failing_payload, passing_payload
 
 T1 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

@@ -11,9 +11,10 @@ import pytest
 from django.db import connection, connections
 from django.test.utils import CaptureQueriesContext
 
-from fleet.burnin import evaluations
+from fleet.burnin.evaluation_results import service as upsert_service
 from fleet.burnin.models import EvaluationResult, TestExecution
 from fleet.policies.models import ThresholdRule
+from fleet_rules.evaluations import ResultItem
 from tests.builders import failing_payload, passing_payload, result_item
 
 URL = "/api/v1/burn-in/evaluations/results/"
@@ -317,7 +318,7 @@ def test_concurrent_posts_never_move_a_result_backwards(scene, fleet, monkeypatc
     """A (computed for t1) loads, then the execution moves to t2 and B (for t2) posts. Whichever
     commits last, the result for t2 survives."""
     key = fleet.source_key(scene.requirement, scene.site)
-    original_write = evaluations._write
+    original_write = upsert_service.write_results
 
     for order in ("older_commits_last", "older_blocked_by_newer"):
         EvaluationResult.objects.all().delete()
@@ -343,16 +344,16 @@ def test_concurrent_posts_never_move_a_result_backwards(scene, fleet, monkeypatc
             assert me["commit"].wait(10)
             return written
 
-        monkeypatch.setattr(evaluations, "_write", hooked_write)
+        monkeypatch.setattr(upsert_service, "write_results", hooked_write)
 
         def run(name, item, _outcome=outcome):
             try:
-                _outcome[name] = evaluations.evaluation_results_upsert(items=[item], actor=None)
+                _outcome[name] = upsert_service.evaluation_results_upsert(items=[item], actor=None)
             finally:
                 connections.close_all()
 
         def item_for(at, passed, _execution=execution):
-            return evaluations.ResultItem(_execution.id, passing_payload() if passed else failing_payload(), key, at)
+            return ResultItem(_execution.id, passing_payload() if passed else failing_payload(), key, at)
 
         a = threading.Thread(target=run, name="A", args=("A", item_for(t1, True)))
         a.start()

@@ -14,10 +14,12 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fleet.burnin import reconcile
+from fleet.burnin.evaluation_results.service import evaluation_results_upsert
 from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
+from fleet.burnin.reconcile import service as reconcile_service
 from fleet.inventory.models import Device
 from fleet.policies.models import ThresholdRule
+from fleet_rules.evaluations import ResultItem
 from tests.builders import FleetBuilder, failing_payload, passing_payload, result_item
 from tests.burnin.sweeps import RECONCILE, expected_projection, projection, sweep_api, sweep_service
 
@@ -27,8 +29,6 @@ BODY = {"site_slug": "lon-1", "satellite_name": "sat-a", "resource_class": "gpu.
 
 def evaluate(execution, requirement, site, passed=True, at=None):
     """Materialise an evaluation through the upsert service, as phase 1 would."""
-    from fleet.burnin.evaluations import ResultItem, evaluation_results_upsert
-
     key = FleetBuilder().source_key(requirement, site)
     payload = passing_payload() if passed else failing_payload()
     counts = evaluation_results_upsert(
@@ -369,7 +369,7 @@ def test_concurrent_sweeps_interleaved_with_evaluation_writes_end_as_a_sequentia
     for execution in old:
         evaluate(execution, diag, site, passed=True)
 
-    original = reconcile._upsert
+    original = reconcile_service.upsert_rows
     loaded, resume = threading.Event(), threading.Event()
 
     def slow_first_page(scope, rows):
@@ -378,7 +378,7 @@ def test_concurrent_sweeps_interleaved_with_evaluation_writes_end_as_a_sequentia
             assert resume.wait(20)
         return original(scope, rows)
 
-    monkeypatch.setattr(reconcile, "_upsert", slow_first_page)
+    monkeypatch.setattr(reconcile_service, "upsert_rows", slow_first_page)
     results = {}
 
     def run(name, limit):

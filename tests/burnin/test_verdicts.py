@@ -7,7 +7,7 @@ from uuid import uuid4
 
 import pytest
 
-from fleet.burnin.verdicts import Derived, Evidence, RowAction, StoredRow, decide_row, derive_verdict
+from fleet_rules.verdicts import Derived, Evidence, RowAction, StoredRow, decide_row, derive_verdict
 
 KEY, OLD_KEY = "a" * 64, "b" * 64
 T0 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

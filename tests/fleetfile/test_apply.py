@@ -13,8 +13,9 @@ from fleet.burnin.models import TestExecution
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.export import fleet_export, to_yaml
-from fleet.inventory.models import Device, DeviceState, Satellite, Site, Topology, TopologyMembership
+from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
+from fleet_rules.vocabulary import DeviceState
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
 

@@ -11,7 +11,8 @@ from uuid import UUID
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet.policies.resolution import Rule, load_resolutions, resolve
+from fleet.policies.selectors import load_resolutions
+from fleet_rules.resolution import Rule, resolve
 
 SITE = UUID("11111111-1111-1111-1111-111111111111")
 OTHER = UUID("22222222-2222-2222-2222-222222222222")
@@ -44,7 +45,7 @@ def test_key_does_not_depend_on_rule_order(rules, random):
 def test_key_does_not_depend_on_dict_key_order(rules):
     resolution = resolve(rules, SITE)
     reordered = [dict(reversed(list(rule.items()))) for rule in resolution.rules]
-    from fleet.policies.resolution import canonical_json, source_key
+    from fleet_rules.resolution import canonical_json, source_key
 
     assert source_key(canonical_json(reordered)) == resolution.key
 

@@ -23,9 +23,6 @@ class TestExecutionAdmin(AgentOwnedAdmin):
     search_fields = ["id", "device__hostname", "topology__label", "requirement__name"]
     list_select_related = ["requirement", "device", "topology"]
 
-    def has_delete_permission(self, request, obj=None):
-        return request.user.has_perm("burnin.delete_policyprogress")
-
 
 @admin.register(EvaluationResult)
 class EvaluationResultAdmin(AgentOwnedAdmin):

@@ -6,3 +6,11 @@ class BurninConfig(AppConfig):
     label = "burnin"
     verbose_name = "Burn-in results"
     default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from fleet.burnin.executions import executions_abandon
+        from fleet.jobs.services import on_jobs_ended
+
+        # Jobs sit below burn-in: ending one (finish, cancel, expired lease) closes the
+        # executions it left running through this subscription, never by jobs importing us.
+        on_jobs_ended(executions_abandon)

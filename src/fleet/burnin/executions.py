@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,11 +18,12 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from fleet.burnin.models import FINISHED_STATUSES, ExecutionStatus, TestExecution
-from fleet.core.principals import ensure_site_allowed
+from fleet.burnin.models import TestExecution
+from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Topology
 from fleet.jobs.models import Job
-from fleet.policies.models import Requirement, RequirementScope
+from fleet.policies.models import Requirement
+from fleet_rules.vocabulary import FINISHED_EXECUTION_STATUSES, ExecutionStatus, RequirementScope
 
 #: Fields an agent may change by reporting again; everything else identifies the execution.
 MUTABLE_FIELDS = ("status", "parameters", "metrics", "error", "started_at", "finished_at", "job_id")
@@ -46,7 +48,6 @@ class ExecutionReport:
 class ReportOutcome:
     execution: TestExecution
     created: bool
-    changed: bool
 
 
 def next_updated_at(previous: datetime | None, now: datetime) -> datetime:
@@ -104,7 +105,7 @@ def _job(report: ExecutionReport, site_id: UUID) -> Job | None:
 
 
 @transaction.atomic
-def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Any, reported_by: str) -> ReportOutcome:
+def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Actor, reported_by: str) -> ReportOutcome:
     """Create the execution, or apply the report's changes to it (a replay changes nothing)."""
     device, topology = _target(report)
     site_id = (device or topology).site_id
@@ -140,7 +141,7 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Any,
             # Another report of the same id won the race; apply ours as an update.
             existing = TestExecution.objects.select_for_update().get(id=execution_id)
         else:
-            return ReportOutcome(execution, created=True, changed=True)
+            return ReportOutcome(execution, created=True)
     return _update(existing, report, device, topology)
 
 
@@ -157,7 +158,7 @@ def _update(
         raise ValidationError({"requirement": ["An execution's requirement cannot change."]})
     if report.test and report.test != execution.test:
         raise ValidationError({"test": ["An execution's test cannot change."]})
-    if execution.status in FINISHED_STATUSES and report.status == ExecutionStatus.RUNNING:
+    if execution.status in FINISHED_EXECUTION_STATUSES and report.status == ExecutionStatus.RUNNING:
         raise ValidationError(
             {"status": [f"The execution already finished ({execution.status}); it cannot run again."]}
         )
@@ -174,17 +175,21 @@ def _update(
     }
     changed = [name for name in MUTABLE_FIELDS if getattr(execution, name) != wanted[name]]
     if not changed:
-        return ReportOutcome(execution, created=False, changed=False)
+        return ReportOutcome(execution, created=False)
     for name in changed:
         setattr(execution, name, wanted[name])
     execution.updated_at = next_updated_at(execution.updated_at, timezone.now())
     execution.save(update_fields=[*changed, "updated_at"])
-    return ReportOutcome(execution, created=False, changed=True)
+    return ReportOutcome(execution, created=False)
 
 
-def executions_abandon(*, job_ids, error: str) -> int:
+def executions_abandon(job_ids: Sequence[UUID], error: str) -> int:
     """Executions of these jobs still `running` end `errored` (their runner is gone). Each gets a
-    new `updated_at`, so it is evaluated again (as errored) and the projection moves on."""
+    new `updated_at`, so it is evaluated again (as errored) and the projection moves on.
+
+    Subscribed to job ends (`fleet.jobs.services.on_jobs_ended`, in this app's `ready`): whatever
+    ends a job — finish, cancel, an expired lease — closes what it left running, in the same
+    transaction."""
     now = timezone.now()
     return TestExecution.objects.filter(job_id__in=list(job_ids), status=ExecutionStatus.RUNNING).update(
         status=ExecutionStatus.ERRORED,

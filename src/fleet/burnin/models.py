@@ -6,17 +6,9 @@ from django.db import models
 from django.db.models import F, Q
 
 from fleet.core.models import choices_check
+from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 SOURCE_KEY_PATTERN = r"^[0-9a-f]{64}$"
-
-
-class ExecutionStatus(models.TextChoices):
-    RUNNING = "running", "RUNNING"
-    COMPLETED = "completed", "COMPLETED"
-    ERRORED = "errored", "ERRORED"
-
-
-FINISHED_STATUSES = frozenset({ExecutionStatus.COMPLETED, ExecutionStatus.ERRORED})
 
 
 class TestExecution(models.Model):
@@ -84,10 +76,6 @@ class TestExecution(models.Model):
         return f"{self.test} {self.id} ({self.status})"
 
     @property
-    def is_finished(self) -> bool:
-        return self.status in FINISHED_STATUSES
-
-    @property
     def target_id(self):
         return self.device_id or self.topology_id
 
@@ -117,14 +105,6 @@ class EvaluationResult(models.Model):
 
     def __str__(self) -> str:
         return f"{'pass' if self.passed else 'fail'} for {self.execution_id}"
-
-
-class Verdict(models.TextChoices):
-    PASSED = "passed", "PASSED"
-    FAILED = "failed", "FAILED"
-    ERRORED = "errored", "ERRORED"
-    NOT_RUN = "not_run", "NOT_RUN"
-    IN_PROGRESS = "in_progress", "IN_PROGRESS"
 
 
 class PolicyProgress(models.Model):

@@ -1,55 +1,140 @@
-"""Reads of the projection for people and the dashboard."""
+"""Burn-in reads shared by several operations and pages."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from dataclasses import dataclass
 from uuid import UUID
 
 from django.db import connection
 from django.db.models import Count
+from django.shortcuts import get_object_or_404
 
-from fleet.burnin.models import PolicyProgress, Verdict
+from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.burnin.tables import sql
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.identity import Actor, ensure_site_allowed
+from fleet.inventory.models import Device, Satellite, Site
+from fleet_rules.vocabulary import Verdict
 
 
-def progress_summary(*, site_id: UUID) -> list[dict[str, Any]]:
+def latest_execution_sql(target: str, columns: str) -> str:
+    """A LATERAL subquery: the latest execution of the target row `target` (which has
+    `requirement_id`, `device_id` and `topology_id`, one of the last two null), found through the
+    "latest execution of a target" indexes, so its cost grows with the targets asked about, not
+    with history. `columns` are of the execution `e`."""
+    return sql(
+        """(
+    (SELECT {columns} FROM {execution} e
+     WHERE {target}.device_id IS NOT NULL AND e.requirement_id = {target}.requirement_id
+       AND e.device_id = {target}.device_id
+     ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
+    UNION ALL
+    (SELECT {columns} FROM {execution} e
+     WHERE {target}.topology_id IS NOT NULL AND e.requirement_id = {target}.requirement_id
+       AND e.topology_id = {target}.topology_id
+     ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
+)""",
+        target=target,
+        columns=columns,
+    )
+
+
+_LATEST = sql(
+    """
+SELECT t.requirement_id, COALESCE(t.device_id, t.topology_id), x.id
+FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[]) AS t(requirement_id, device_id, topology_id)
+CROSS JOIN LATERAL {latest} x
+""",
+    latest=latest_execution_sql("t", "e.id"),
+)
+
+
+@dataclass(frozen=True)
+class TargetKey:
+    """A target as planning and pages name it: a requirement and a device or a topology."""
+
+    requirement_id: UUID
+    target_id: UUID
+    is_device: bool
+
+
+def latest_execution_ids(targets: list[TargetKey]) -> dict[tuple[UUID, UUID], UUID]:
+    """The latest execution of each target, in one query."""
+    if not targets:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _LATEST,
+            [
+                [t.requirement_id for t in targets],
+                [t.target_id if t.is_device else None for t in targets],
+                [None if t.is_device else t.target_id for t in targets],
+            ],
+        )
+        return {(requirement, target): execution for requirement, target, execution in cursor.fetchall()}
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    resource_class: str
+    requirement: str
+    gate: str
+    counts: dict[str, int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+
+@dataclass(frozen=True)
+class ProgressSummary:
+    site_id: UUID
+    site_slug: str
+    rows: list[SummaryRow]
+
+
+def progress_summary(*, site: Site) -> ProgressSummary:
     """Counts per resource class × requirement × verdict at a site (one query)."""
-    rows: dict[tuple[str, str, str], dict[str, Any]] = defaultdict(lambda: dict.fromkeys(Verdict.values, 0))
+    rows: dict[tuple[str, str, str], dict[str, int]] = defaultdict(lambda: dict.fromkeys(Verdict.values, 0))
     counts = (
-        PolicyProgress.objects.filter(site_id=site_id)
+        PolicyProgress.objects.filter(site_id=site.id)
         .values("resource_class", "requirement__name", "gate", "verdict")
         .annotate(n=Count("id"))
         .order_by()
     )
     for entry in counts:
         rows[(entry["resource_class"], entry["requirement__name"], entry["gate"])][entry["verdict"]] = entry["n"]
-    return [
-        {"resource_class": rc, "requirement": name, "gate": gate, **verdicts, "total": sum(verdicts.values())}
-        for (rc, name, gate), verdicts in sorted(rows.items())
-    ]
+    return ProgressSummary(
+        site_id=site.id,
+        site_slug=site.slug,
+        rows=[SummaryRow(rc, name, gate, verdicts) for (rc, name, gate), verdicts in sorted(rows.items())],
+    )
 
 
-_LATEST = """
-SELECT t.requirement_id, t.target_id, x.id
-FROM unnest(%s::uuid[], %s::uuid[], %s::boolean[]) AS t(requirement_id, target_id, is_device)
-CROSS JOIN LATERAL (
-    (SELECT e.id FROM burnin_testexecution e
-     WHERE t.is_device AND e.requirement_id = t.requirement_id AND e.device_id = t.target_id
-     ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
-    UNION ALL
-    (SELECT e.id FROM burnin_testexecution e
-     WHERE NOT t.is_device AND e.requirement_id = t.requirement_id AND e.topology_id = t.target_id
-     ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
-) x
-"""
+def satellite_resource_classes(satellite: Satellite) -> list[str]:
+    """Every resource class in which this satellite has something to reconcile (one query): of
+    the devices it manages, of the devices in topologies it manages, and of projection rows it
+    still holds (so a scope whose last device left is still swept, and its rows cleaned up)."""
+    managed = Device.objects.filter(satellite=satellite).values_list("resource_class", flat=True)
+    in_topologies = Device.objects.filter(memberships__topology__satellite=satellite).values_list(
+        "resource_class", flat=True
+    )
+    projected = PolicyProgress.objects.filter(satellite=satellite).values_list("resource_class", flat=True)
+    return sorted(set(managed.order_by().union(in_topologies.order_by(), projected.order_by())))
 
 
-def latest_execution_ids(pairs: list[tuple[UUID, UUID, bool]]) -> dict[tuple[UUID, UUID], UUID]:
-    """The latest execution of each (requirement, target, target is a device) in one query, each
-    found through the "latest execution of a target" index: work grows with the pairs asked
-    about, not with history."""
-    if not pairs:
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(_LATEST, [[p[0] for p in pairs], [p[1] for p in pairs], [p[2] for p in pairs]])
-        return {(requirement, target): execution for requirement, target, execution in cursor.fetchall()}
+def execution_get(*, execution_id: UUID, actor: Actor) -> TestExecution:
+    """One execution (404 when unknown, 403 for a satellite client of another site)."""
+    execution = TestExecution.objects.select_related("requirement").filter(id=execution_id).first()
+    if execution is None:
+        raise NotFoundError(f"No execution {execution_id}.")
+    ensure_site_allowed(actor, execution.site_id)
+    return execution
+
+
+def site_get(*, site_id: UUID, actor: Actor) -> Site:
+    """A site named in a path (404 when unknown, 403 for a satellite client of another site)."""
+    site = get_object_or_404(Site, id=site_id)
+    ensure_site_allowed(actor, site.id)
+    return site

@@ -5,6 +5,3 @@ class CoreConfig(AppConfig):
     name = "fleet.core"
     label = "core"
     verbose_name = "Core"
-
-    def ready(self) -> None:
-        from fleet.core import schema  # noqa: F401  (registers the OpenAPI extensions)

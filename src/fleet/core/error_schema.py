@@ -1,24 +1,33 @@
 """The spec's uniform error components, as literal OpenAPI (they are not serializer-shaped in the
-spec: `required` precedes `properties` and is not sorted), appended to every generated schema."""
+spec: `required` precedes `properties` and is not sorted), appended to every generated schema.
 
-ERROR_CODES = [
-    "error",
-    "invalid",
-    "parse_error",
-    "authentication_failed",
-    "not_authenticated",
-    "permission_denied",
-    "not_found",
-    "method_not_allowed",
-    "not_acceptable",
-    "unsupported_media_type",
-    "conflict",
-    "enrollment_infrastructure_reference_pending",
-    "enrollment_infrastructure_reference_changed",
-    "unprocessable_entity",
-    "throttled",
-    "service_unavailable",
-]
+Imported by the settings module, so it imports nothing that needs configured settings."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """The spec's `ErrorCodeEnum`, in its order: the one list of error codes."""
+
+    ERROR = "error"
+    INVALID = "invalid"
+    PARSE_ERROR = "parse_error"
+    AUTHENTICATION_FAILED = "authentication_failed"
+    NOT_AUTHENTICATED = "not_authenticated"
+    PERMISSION_DENIED = "permission_denied"
+    NOT_FOUND = "not_found"
+    METHOD_NOT_ALLOWED = "method_not_allowed"
+    NOT_ACCEPTABLE = "not_acceptable"
+    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
+    CONFLICT = "conflict"
+    ENROLLMENT_INFRASTRUCTURE_REFERENCE_PENDING = "enrollment_infrastructure_reference_pending"
+    ENROLLMENT_INFRASTRUCTURE_REFERENCE_CHANGED = "enrollment_infrastructure_reference_changed"
+    UNPROCESSABLE_ENTITY = "unprocessable_entity"
+    THROTTLED = "throttled"
+    SERVICE_UNAVAILABLE = "service_unavailable"
+
 
 ERROR_COMPONENTS = {
     "ErrorResponse": {
@@ -42,7 +51,7 @@ ERROR_COMPONENTS = {
             "Stable machine-readable error identifier. New members may be added within this API "
             "version; clients must tolerate unknown values."
         ),
-        "enum": ERROR_CODES,
+        "enum": [code.value for code in ErrorCode],
     },
     "FieldError": {
         "type": "object",

@@ -15,7 +15,6 @@ from typing import Any
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError
-from django.db.models import TextChoices
 from django.http import Http404, HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
@@ -24,46 +23,10 @@ from rest_framework.serializers import as_serializer_error
 from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
+from fleet.core.error_schema import ErrorCode
+from fleet.core.exceptions import FleetError
+
 logger = logging.getLogger("fleet.errors")
-
-
-class ErrorCode(TextChoices):
-    ERROR = "error"
-    INVALID = "invalid"
-    PARSE_ERROR = "parse_error"
-    AUTHENTICATION_FAILED = "authentication_failed"
-    NOT_AUTHENTICATED = "not_authenticated"
-    PERMISSION_DENIED = "permission_denied"
-    NOT_FOUND = "not_found"
-    METHOD_NOT_ALLOWED = "method_not_allowed"
-    NOT_ACCEPTABLE = "not_acceptable"
-    UNSUPPORTED_MEDIA_TYPE = "unsupported_media_type"
-    CONFLICT = "conflict"
-    UNPROCESSABLE_ENTITY = "unprocessable_entity"
-    THROTTLED = "throttled"
-    SERVICE_UNAVAILABLE = "service_unavailable"
-
-
-class FleetError(Exception):
-    """A domain error with an HTTP status and a stable code (e.g. a conflict)."""
-
-    status_code = status.HTTP_400_BAD_REQUEST
-    code = ErrorCode.INVALID
-
-    def __init__(self, detail: str, *, field_errors: dict[str, list[str]] | None = None) -> None:
-        super().__init__(detail)
-        self.detail = detail
-        self.field_errors = field_errors or {}
-
-
-class Conflict(FleetError):
-    status_code = status.HTTP_409_CONFLICT
-    code = ErrorCode.CONFLICT
-
-
-class PermissionDeniedError(FleetError):
-    status_code = status.HTTP_403_FORBIDDEN
-    code = ErrorCode.PERMISSION_DENIED
 
 
 SAFE_500_DETAIL = "The server hit an unexpected error; it has been logged."

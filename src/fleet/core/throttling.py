@@ -5,22 +5,25 @@ running several API processes)."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import SimpleRateThrottle
-
-from fleet.core.principals import ClientPrincipal
 
 
 class ClientRateThrottle(SimpleRateThrottle):
     scope = "client"
 
-    def get_rate(self):
-        return api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+    def get_rate(self) -> str | None:
+        rate: str | None = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return rate
 
-    def allow_request(self, request, view):
+    def allow_request(self, request: Request, view: Any) -> bool:
+        application_id = getattr(request.auth, "application_id", None)
         user = request.user
-        if isinstance(user, ClientPrincipal):
-            self.scope, ident = "client", f"app:{user.token.application_id}"
+        if application_id is not None:
+            self.scope, ident = "client", f"app:{application_id}"
         elif user is not None and user.is_authenticated:
             self.scope, ident = "client", f"user:{user.pk}"
         else:
@@ -32,5 +35,5 @@ class ClientRateThrottle(SimpleRateThrottle):
         self.key = self.cache_format % {"scope": self.scope, "ident": ident}
         return super().allow_request(request, view)
 
-    def get_cache_key(self, request, view):
+    def get_cache_key(self, request: Request, view: Any) -> str:
         return self.key

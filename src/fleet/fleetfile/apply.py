@@ -17,6 +17,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from fleet.burnin.models import TestExecution
 from fleet.fleetfile.document import (
     DeviceDecl,
     FleetDocument,
@@ -27,13 +28,14 @@ from fleet.fleetfile.document import (
 )
 from fleet.inventory.models import (
     Device,
-    DeviceState,
     Satellite,
     Site,
     Topology,
     TopologyMembership,
 )
+from fleet.jobs.models import Job, JobDevice
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
+from fleet_rules.vocabulary import DeviceState
 
 KINDS = ("sites", "satellites", "topologies", "devices", "policies", "requirements", "thresholds", "parameter_profiles")
 
@@ -233,8 +235,6 @@ class _Applier:
         self.membership_adds, self.membership_removals = [], []
 
     def prune_site(self, site: Site, decl: SiteDecl) -> None:
-        from fleet.burnin.models import TestExecution
-        from fleet.jobs.models import Job, JobDevice
 
         declared_hosts = {d.hostname for d in decl.devices}
         absent = (

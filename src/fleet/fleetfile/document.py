@@ -13,10 +13,18 @@ from typing import Any
 
 import yaml
 
-from fleet.inventory.models import SLUG_PATTERN, DeviceState, TopologyUnit
-from fleet.policies.models import GATE_PATTERN, RACK_ACCEPTANCE, Comparator, RequirementScope
+from fleet.inventory.models import SLUG_PATTERN
+from fleet.policies.models import GATE_PATTERN
+from fleet_rules.vocabulary import (
+    RACK_ACCEPTANCE,
+    Comparator,
+    ConstraintOperator,
+    DeviceState,
+    RequirementScope,
+    TopologyUnit,
+)
 
-CONSTRAINT_OPERATORS = ("eq", "ne", "gt", "gte", "lt", "lte", "in")
+CONSTRAINT_OPERATORS = tuple(ConstraintOperator.values)
 
 
 @dataclass(frozen=True)

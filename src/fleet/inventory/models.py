@@ -6,6 +6,8 @@ from django.db import models
 from django.db.models import Q
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
+from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
+from fleet_rules.vocabulary import DeviceState, TopologyUnit
 
 SLUG_PATTERN = r"^[-a-zA-Z0-9_]+$"
 
@@ -67,12 +69,6 @@ class SatelliteCredential(TimeStamped):
         return f"credential of {self.satellite}"
 
 
-class TopologyUnit(models.TextChoices):
-    NVLINK_DOMAIN = "nvlink-domain", "NVLINK_DOMAIN"
-    POD = "pod", "POD"
-    RACK = "rack", "RACK"
-
-
 class Topology(TimeStamped):
     """A group of devices tested together (a rack, a pod, an NVLink domain)."""
 
@@ -97,19 +93,6 @@ class Topology(TimeStamped):
 
     def __str__(self) -> str:
         return f"{self.unit}:{self.label}"
-
-
-class DeviceState(models.TextChoices):
-    STAGED = "staged", "STAGED"
-    BURN_IN = "burn_in", "BURN_IN"
-    ACCEPTED = "accepted", "ACCEPTED"
-    IN_SERVICE = "in_service", "IN_SERVICE"
-    MAINTENANCE = "maintenance", "MAINTENANCE"
-    DECOMMISSIONED = "decommissioned", "DECOMMISSIONED"
-
-
-#: States in which burn-in may run on a device; any other state makes it ineligible.
-BURN_IN_STATES = frozenset({DeviceState.STAGED, DeviceState.BURN_IN, DeviceState.MAINTENANCE})
 
 
 class Device(TimeStamped):
@@ -144,11 +127,11 @@ class Device(TimeStamped):
 
     @property
     def is_enrolled(self) -> bool:
-        return self.enrolled_at is not None and self.state != DeviceState.DECOMMISSIONED
+        return is_enrolled(enrolled_at=self.enrolled_at, state=self.state)
 
     @property
     def is_burn_in_eligible(self) -> bool:
-        return self.state in BURN_IN_STATES
+        return is_burn_in_eligible(enrolled_at=self.enrolled_at, state=self.state)
 
 
 class TopologyMembership(models.Model):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django.core.exceptions import ValidationError
 
-from fleet.inventory.models import Satellite
+from fleet.inventory.models import Satellite, Site
 
 
 def satellite_of_site(*, site_slug: str, satellite_name: str) -> Satellite:
@@ -12,21 +12,6 @@ def satellite_of_site(*, site_slug: str, satellite_name: str) -> Satellite:
     satellite = Satellite.objects.select_related("site").filter(site__slug=site_slug, name=satellite_name).first()
     if satellite is not None:
         return satellite
-    from fleet.inventory.models import Site
-
     if not Site.objects.filter(slug=site_slug).exists():
         raise ValidationError({"site_slug": [f"No site with slug {site_slug!r}."]})
     raise ValidationError({"satellite_name": [f"No satellite {satellite_name!r} at site {site_slug!r}."]})
-
-
-def satellite_resource_classes(satellite: Satellite) -> list[str]:
-    """Every resource class in which this satellite has something to reconcile (one query)."""
-    from fleet.burnin.models import PolicyProgress
-    from fleet.inventory.models import Device
-
-    managed = Device.objects.filter(satellite=satellite).values_list("resource_class", flat=True)
-    in_topologies = Device.objects.filter(memberships__topology__satellite=satellite).values_list(
-        "resource_class", flat=True
-    )
-    projected = PolicyProgress.objects.filter(satellite=satellite).values_list("resource_class", flat=True)
-    return sorted(set(managed.order_by().union(in_topologies.order_by(), projected.order_by())))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.generators import generate_client_secret
@@ -52,7 +53,7 @@ def satellite_credentials_issue(*, satellite: Satellite) -> IssuedCredential:
 
 
 @transaction.atomic
-def operator_credentials_issue(*, name: str, owner) -> IssuedCredential:
+def operator_credentials_issue(*, name: str, owner: AbstractBaseUser) -> IssuedCredential:
     """Create or rotate an automation client owned by a person; it may hold every scope and acts
     while its owner is active."""
     existing = Application.objects.filter(name=name, user=owner).exclude(satellite_credential__isnull=False).first()

@@ -7,23 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
-
-
-class WorkflowName(models.TextChoices):
-    SINGLE_NODE = "SingleNodeBurnInWorkflow", "SINGLE_NODE"
-    MULTI_NODE_COLLECTIVE = "MultiNodeBurnInCollectiveWorkflow", "MULTI_NODE_COLLECTIVE"
-
-
-class JobStatus(models.TextChoices):
-    QUEUED = "queued", "QUEUED"
-    RUNNING = "running", "RUNNING"
-    SUCCEEDED = "succeeded", "SUCCEEDED"
-    FAILED = "failed", "FAILED"
-    CANCELLED = "cancelled", "CANCELLED"
-
-
-ACTIVE_JOB_STATUSES = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
-TERMINAL_JOB_STATUSES = frozenset({JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED})
+from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, WorkflowName
 
 
 class Job(TimeStamped):
@@ -41,7 +25,7 @@ class Job(TimeStamped):
     )
     parameters = models.JSONField(default=dict, blank=True)
     requested_by = models.CharField(max_length=200, default="system")
-    reason = models.CharField(max_length=32, default="dispatch", help_text="dispatch, rerun or manual.")
+    reason = models.CharField(max_length=32, default=JobReason.DISPATCH, help_text="dispatch, rerun or manual.")
     claimed_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

@@ -9,7 +9,7 @@ turns any race that slipped past the check into a clean refusal, never a second 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -17,12 +17,16 @@ from uuid import UUID
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
+from django.http import Http404
 from django.utils import timezone
 
-from fleet.core.errors import Conflict
+from fleet.core.exceptions import Conflict, PermissionDeniedError
 from fleet.core.locks import lock_in_pk_order
-from fleet.inventory.models import BURN_IN_STATES, Device, Satellite
-from fleet.jobs.models import ACTIVE_JOB_STATUSES, Job, JobDevice, JobStatus
+from fleet.inventory.models import Device, Satellite
+from fleet.jobs.models import Job, JobDevice
+from fleet_rules.jobs import EndTransition, end_transition, lease_expired
+from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, WorkflowName
 
 logger = logging.getLogger("fleet.jobs")
 
@@ -31,7 +35,7 @@ logger = logging.getLogger("fleet.jobs")
 class JobSpec:
     site_id: UUID
     satellite_id: UUID
-    workflow_name: str
+    workflow_name: WorkflowName
     device_ids: tuple[UUID, ...]
     parameters: dict[str, Any] = field(default_factory=dict)
     topology_id: UUID | None = None
@@ -41,13 +45,17 @@ class JobRefused(Conflict):
     """A job could not be created: a device is ineligible or already held."""
 
 
+class JobNotRunning(Conflict):
+    """A heartbeat for a job that is no longer running: its agent must stop working on it."""
+
+
 def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, Device]) -> None:
     for spec in specs:
         for device_id in spec.device_ids:
             device = devices.get(device_id)
             if device is None or device.site_id != spec.site_id:
                 raise JobRefused(f"Device {device_id} is not at the job's site.")
-            if device.state not in BURN_IN_STATES or not device.is_enrolled:
+            if not device.is_burn_in_eligible:
                 raise JobRefused(f"Device {device.hostname} is not eligible for burn-in (state {device.state}).")
     held = list(
         JobDevice.objects.filter(active=True, device_id__in=list(devices)).values_list("device__hostname", flat=True)
@@ -57,7 +65,7 @@ def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, Device]) -> Non
 
 
 def jobs_create(
-    *, specs: Sequence[JobSpec], requested_by: str, reason: str = "dispatch", locked: bool = False
+    *, specs: Sequence[JobSpec], requested_by: str, reason: JobReason = JobReason.DISPATCH, locked: bool = False
 ) -> list[Job]:
     """Create several jobs in a constant number of queries. Callers that already hold the
     device locks (dispatch, which planned under them) pass `locked=True`."""
@@ -97,8 +105,40 @@ def jobs_create(
     return jobs
 
 
-def job_create(*, spec: JobSpec, requested_by: str, reason: str = "dispatch") -> Job:
+def job_create(*, spec: JobSpec, requested_by: str, reason: JobReason = JobReason.DISPATCH) -> Job:
     return jobs_create(specs=[spec], requested_by=requested_by, reason=reason)[0]
+
+
+# --- ending jobs ------------------------------------------------------------------------------
+
+#: Told which jobs just ended and why, inside the transaction that ended them (burn-in closes the
+#: executions those jobs left running). Registered once at start-up: `on_jobs_ended`.
+JobEndListener = Callable[[Sequence[UUID], str], None]
+_end_listeners: list[JobEndListener] = []
+
+
+def on_jobs_ended(listener: JobEndListener) -> None:
+    """Subscribe to job ends. The arrow points into this app: whoever owns what a job leaves
+    behind (its executions) registers here, so this app never needs to know them."""
+    if listener not in _end_listeners:
+        _end_listeners.append(listener)
+
+
+def jobs_end(*, job_ids: Sequence[UUID], status: JobStatus, failure_reason: str, why: str, now: datetime) -> None:
+    """The one way jobs end (finish, cancel, lease expiry, dispatch clearing an expired holder):
+    a forward-only status change, the devices released, the listeners told. The callers hold the
+    jobs' row locks and have checked `end_transition`; the guard on the active statuses makes a
+    job that already ended impossible to end twice."""
+    if not job_ids:
+        return
+    ended = Job.objects.filter(id__in=job_ids, status__in=ACTIVE_JOB_STATUSES).update(
+        status=status, finished_at=now, updated_at=now, failure_reason=failure_reason
+    )
+    if ended != len(set(job_ids)):
+        raise Conflict("A job ended by another request at the same moment; retry.")
+    JobDevice.objects.filter(job_id__in=job_ids, active=True).update(active=False)
+    for listener in _end_listeners:
+        listener(job_ids, why)
 
 
 # --- leases ----------------------------------------------------------------------------------
@@ -108,27 +148,20 @@ def lease_duration() -> timedelta:
     return timedelta(seconds=settings.FLEET["JOB_LEASE_SECONDS"])
 
 
-def _release(job_ids: Sequence[UUID]) -> None:
-    JobDevice.objects.filter(job_id__in=job_ids, active=True).update(active=False)
+LEASE_EXPIRED = "lease expired"
+LEASE_EXPIRED_WHY = "the job's lease expired before the execution finished"
 
 
-def _fail_expired(candidates, now: datetime) -> list[UUID]:
-    """Fail the running jobs among `candidates` whose lease ran out, release their devices and
-    mark their unfinished executions errored (whoever ran them is gone). Rows another transaction
-    holds (a heartbeat in progress) are skipped, never failed behind its back."""
-    from fleet.burnin.executions import executions_abandon
-
+def _fail_expired(candidates: QuerySet[Job], now: datetime) -> list[UUID]:
+    """Fail the running jobs among `candidates` whose lease ran out (whoever ran them is gone).
+    Rows another transaction holds (a heartbeat in progress) are skipped, never failed behind
+    its back."""
     expired = list(
         candidates.select_for_update(skip_locked=True)
         .filter(status=JobStatus.RUNNING, lease_expires_at__lt=now)
         .values_list("id", flat=True)
     )
-    if expired:
-        Job.objects.filter(id__in=expired).update(
-            status=JobStatus.FAILED, finished_at=now, updated_at=now, failure_reason="lease expired"
-        )
-        _release(expired)
-        executions_abandon(job_ids=expired, error="the job's lease expired before the execution finished")
+    jobs_end(job_ids=expired, status=JobStatus.FAILED, failure_reason=LEASE_EXPIRED, why=LEASE_EXPIRED_WHY, now=now)
     return expired
 
 
@@ -140,7 +173,7 @@ def jobs_expire_leases(*, satellite: Satellite, now: datetime) -> list[UUID]:
     return expired
 
 
-def jobs_expire_leases_holding(*, device_ids, now: datetime) -> list[UUID]:
+def jobs_expire_leases_holding(*, device_ids: Iterable[UUID], now: datetime) -> list[UUID]:
     """Before devices are planned or held again: any job holding them whose lease ran out, whatever
     satellite it belongs to (a satellite whose agent died for good never claims again)."""
     holding = JobDevice.objects.filter(active=True, device_id__in=list(device_ids)).values("job_id")
@@ -171,87 +204,70 @@ def jobs_claim(*, satellite: Satellite, capacity: int) -> list[Job]:
     return claimed
 
 
-def _locked_job(job_id: UUID) -> Job:
+def _locked_job(job_id: UUID, satellite_id: UUID | None = None) -> Job:
+    """The job, row-locked; 404 when it does not exist, 403 when it is another satellite's."""
     job = Job.objects.select_for_update().filter(id=job_id).first()
     if job is None:
-        from django.http import Http404
-
         raise Http404(f"No job {job_id}.")
+    if satellite_id is not None and job.satellite_id != satellite_id:
+        raise PermissionDeniedError("This job belongs to another satellite.")
     return job
 
 
 @transaction.atomic
-def job_heartbeat(*, job_id: UUID, satellite_id: UUID | None = None) -> Job:
-    """Extend a running job's lease. A lease that already ran out fails the job instead (its
-    devices may be planned again); the caller sees a job that is no longer running."""
-
-    job = _locked_job(job_id)
-    _ensure_owner(job, satellite_id)
+def _heartbeat(job_id: UUID, satellite_id: UUID | None) -> Job:
+    job = _locked_job(job_id, satellite_id)
     now = timezone.now()
     if job.status != JobStatus.RUNNING:
         return job
-    if job.lease_expires_at and job.lease_expires_at < now:
-        job.status, job.finished_at, job.failure_reason = JobStatus.FAILED, now, "lease expired"
-        job.save(update_fields=["status", "finished_at", "failure_reason", "updated_at"])
-        _release([job.id])
-        _close_executions(job, "the job's lease expired before the execution finished")
+    if lease_expired(status=job.status, lease_expires_at=job.lease_expires_at, now=now):
+        jobs_end(
+            job_ids=[job.id], status=JobStatus.FAILED, failure_reason=LEASE_EXPIRED, why=LEASE_EXPIRED_WHY, now=now
+        )
+        job.refresh_from_db()
         return job
     job.lease_expires_at = now + lease_duration()
     job.save(update_fields=["lease_expires_at", "updated_at"])
     return job
 
 
-_FINISH_TO = {"succeeded": JobStatus.SUCCEEDED, "failed": JobStatus.FAILED, "cancelled": JobStatus.CANCELLED}
+def job_heartbeat(*, job_id: UUID, satellite_id: UUID | None = None) -> Job:
+    """Extend a running job's lease. A job that no longer runs — finished, cancelled, or failed
+    because its lease had already run out (committed before answering, so its devices may be
+    planned again) — is a 409: the agent must stop working on it."""
+    job = _heartbeat(job_id, satellite_id)
+    if job.status != JobStatus.RUNNING:
+        raise JobNotRunning(f"Job {job.id} is {job.status} ({job.failure_reason or 'no reason'}); stop working on it.")
+    return job
+
+
+def _end(job: Job, target: JobStatus, *, retry_is_noop: bool, failure_reason: str, why: str) -> Job:
+    transition = end_transition(job.status, target, retry_is_noop=retry_is_noop)
+    if transition is EndTransition.REFUSE:
+        raise Conflict(f"Job {job.id} already ended as {job.status}.")
+    if transition is EndTransition.END:
+        jobs_end(job_ids=[job.id], status=target, failure_reason=failure_reason, why=why, now=timezone.now())
+        job.refresh_from_db()
+    return job
 
 
 @transaction.atomic
-def job_finish(*, job_id: UUID, outcome: str, reason: str = "", satellite_id: UUID | None = None) -> Job:
-    """End a job and release its devices. Repeating the same outcome is a no-op; a different
-    outcome for a job that already ended is a 409."""
-    job = _locked_job(job_id)
-    _ensure_owner(job, satellite_id)
-    target = _FINISH_TO[outcome]
-    if job.status == target:
-        return job
-    if job.status not in ACTIVE_JOB_STATUSES:
-        raise Conflict(f"Job {job.id} already ended as {job.status}.")
-    job.status, job.finished_at, job.failure_reason = target, timezone.now(), reason
-    job.save(update_fields=["status", "finished_at", "failure_reason", "updated_at"])
-    _release([job.id])
-    _close_executions(job, f"the job ended ({target}) before the execution finished")
-    return job
+def job_finish(*, job_id: UUID, outcome: JobStatus, reason: str = "", satellite_id: UUID | None = None) -> Job:
+    """An agent ends its job and releases its devices. Repeating the same outcome is a no-op (a
+    lost answer retried); a different outcome for a job that already ended is a 409."""
+    job = _locked_job(job_id, satellite_id)
+    why = f"the job ended ({outcome}) before the execution finished"
+    return _end(job, outcome, retry_is_noop=True, failure_reason=reason, why=why)
 
 
 @transaction.atomic
 def job_cancel(*, job_id: UUID, requested_by: str) -> Job:
+    """An operator cancels an active job; cancelling one that already ended is a 409."""
     job = _locked_job(job_id)
-    if job.status not in ACTIVE_JOB_STATUSES:
-        raise Conflict(f"Job {job.id} already ended as {job.status}.")
-    job.status, job.finished_at, job.failure_reason = (
+    return _end(
+        job,
         JobStatus.CANCELLED,
-        timezone.now(),
-        f"cancelled by {requested_by}",
+        retry_is_noop=False,
+        failure_reason=f"cancelled by {requested_by}",
+        why=f"the job was cancelled by {requested_by}",
     )
-    job.save(update_fields=["status", "finished_at", "failure_reason", "updated_at"])
-    _release([job.id])
-    _close_executions(job, f"the job was cancelled by {requested_by}")
-    return job
-
-
-def _close_executions(job: Job, error: str) -> None:
-    from fleet.burnin.executions import executions_abandon
-
-    executions_abandon(job_ids=[job.id], error=error)
-
-
-def _ensure_owner(job: Job, satellite_id: UUID | None) -> None:
-    if satellite_id is not None and job.satellite_id != satellite_id:
-        from fleet.core.errors import PermissionDeniedError
-
-        raise PermissionDeniedError("This job belongs to another satellite.")
-
-
-def active_holds(device_ids: Sequence[UUID]) -> dict[UUID, Job]:
-    """The active job holding each of these devices (one query)."""
-    rows = JobDevice.objects.filter(active=True, device_id__in=list(device_ids)).select_related("job")
-    return {row.device_id: row.job for row in rows}

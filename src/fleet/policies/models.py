@@ -7,10 +7,9 @@ from django.db.models import CharField, F, Func, Q
 from django.db.models.lookups import In
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
-from fleet.inventory.models import TopologyUnit
+from fleet_rules.vocabulary import RACK_ACCEPTANCE, Comparator, RequirementScope, TopologyUnit
 
 GATE_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
-RACK_ACCEPTANCE = "rack-acceptance"
 
 
 class AcceptancePolicy(TimeStamped):
@@ -29,11 +28,6 @@ class AcceptancePolicy(TimeStamped):
 
     def __str__(self) -> str:
         return f"{self.resource_class} v{self.version}"
-
-
-class RequirementScope(models.TextChoices):
-    SINGLE_NODE = "single_node", "SINGLE_NODE"
-    MULTI_NODE = "multi_node", "MULTI_NODE"
 
 
 class Requirement(TimeStamped):
@@ -72,22 +66,6 @@ class Requirement(TimeStamped):
 
     def __str__(self) -> str:
         return self.name
-
-    @property
-    def is_multi_node(self) -> bool:
-        return self.scope == RequirementScope.MULTI_NODE
-
-    @property
-    def is_retired(self) -> bool:
-        return self.retired_at is not None
-
-
-class Comparator(models.TextChoices):
-    GT = "gt", "gt"
-    LT = "lt", "lt"
-    EQ = "eq", "eq"
-    GTE = "gte", "gte"
-    LTE = "lte", "lte"
 
 
 def _jsonb_type(field: str) -> Func:

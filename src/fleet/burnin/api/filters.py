@@ -1,6 +1,7 @@
 import django_filters
 
-from fleet.burnin.models import PolicyProgress, Verdict
+from fleet.burnin.models import PolicyProgress
+from fleet_rules.vocabulary import Verdict
 
 
 class PolicyProgressFilter(django_filters.FilterSet):

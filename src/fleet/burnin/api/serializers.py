@@ -3,6 +3,7 @@ the spec's component names and descriptions (drf-spectacular derives them from t
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Mapping
 from typing import Any
@@ -12,8 +13,7 @@ from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from fleet.burnin.models import ExecutionStatus, TestExecution
-from fleet.burnin.planning import ExclusionReason, PlanningMode, SkipReason
+from fleet.burnin.models import TestExecution
 from fleet.core.errors import flatten_field_errors
 from fleet.core.fields import (
     JSONObjectField,
@@ -28,10 +28,17 @@ from fleet.core.fields import (
     StrictUUIDField,
 )
 from fleet.core.parsers import storable_json_problem
-from fleet.inventory.models import SLUG_PATTERN, TopologyUnit
-from fleet.jobs.models import WorkflowName
-from fleet.policies.api.serializers import ResolvedRuleSerializer
-from fleet.policies.models import Comparator
+from fleet.core.serializers import ResolvedRuleSerializer
+from fleet.inventory.models import SLUG_PATTERN
+from fleet_rules.vocabulary import (
+    Comparator,
+    ExclusionReason,
+    ExecutionStatus,
+    PlanningMode,
+    SkipReason,
+    TopologyUnit,
+    WorkflowName,
+)
 
 SOURCE_KEY_HELP = (
     "SHA-256 hex digest of the resolved thresholds the agent evaluated with. A write is rejected as stale "
@@ -44,7 +51,6 @@ def decode_json_form_field(data: Any, field: str) -> tuple[Any, bool]:
     (e.g. `results=[{...}]`). Returns the body as a dict and whether it was decoded from a form."""
     if not isinstance(data, QueryDict):
         return data, False
-    import json
 
     raw = data.get(field)
     if raw is None:
@@ -253,12 +259,16 @@ class PendingEvaluationSerializer(serializers.Serializer):
     parameters = serializers.JSONField()
     metrics = serializers.DictField(child=MetricReadingSerializer())
     error = serializers.CharField(allow_blank=True)
-    thresholds = ResolvedRuleSerializer(many=True, help_text="The resolved thresholds to evaluate against.")
-    evaluation_source_key = serializers.CharField(help_text="Their key: echo it with the result.")
+    thresholds = ResolvedRuleSerializer(
+        source="resolution.rules_list", many=True, help_text="The resolved thresholds to evaluate against."
+    )
+    evaluation_source_key = serializers.CharField(
+        source="resolution.key", help_text="Their key: echo it with the result."
+    )
 
 
 class PendingEvaluationsPageSerializer(serializers.Serializer):
-    results = PendingEvaluationSerializer(many=True)
+    results = PendingEvaluationSerializer(source="items", many=True)
     next_cursor = serializers.CharField(allow_null=True, help_text="Null on the last page.")
 
 
@@ -332,11 +342,11 @@ class ProgressSummaryRowSerializer(serializers.Serializer):
     resource_class = serializers.CharField()
     requirement = serializers.CharField()
     gate = serializers.CharField()
-    passed = serializers.IntegerField(min_value=0)
-    failed = serializers.IntegerField(min_value=0)
-    errored = serializers.IntegerField(min_value=0)
-    not_run = serializers.IntegerField(min_value=0)
-    in_progress = serializers.IntegerField(min_value=0)
+    passed = serializers.IntegerField(min_value=0, source="counts.passed")
+    failed = serializers.IntegerField(min_value=0, source="counts.failed")
+    errored = serializers.IntegerField(min_value=0, source="counts.errored")
+    not_run = serializers.IntegerField(min_value=0, source="counts.not_run")
+    in_progress = serializers.IntegerField(min_value=0, source="counts.in_progress")
     total = serializers.IntegerField(min_value=0)
 
 
@@ -400,15 +410,17 @@ class RerunPlanDispatchResponseSerializer(serializers.Serializer):
     """Dispatch outcome: created jobs plus grouped typed skips."""
 
     created_jobs = DispatchedRerunJobSerializer(many=True)
-    skips = RerunPlanSkipGroupSerializer(many=True)
-    excluded_devices = RerunPlanExcludedDeviceSerializer(many=True)
+    skips = RerunPlanSkipGroupSerializer(source="plan.skips", many=True)
+    excluded_devices = RerunPlanExcludedDeviceSerializer(source="plan.exclusions", many=True)
 
 
 class PlannedRequirementSerializer(serializers.Serializer):
     name = serializers.CharField()
     test = serializers.CharField()
     parameters = serializers.JSONField()
-    parameter_profile = serializers.CharField(help_text="Name of the parameter profile the parameters come from.")
+    parameter_profile = serializers.CharField(
+        source="profile_name", help_text="Name of the parameter profile the parameters come from."
+    )
 
 
 class PlannedRerunJobSerializer(serializers.Serializer):
@@ -424,5 +436,17 @@ class RerunPlanPreviewResponseSerializer(serializers.Serializer):
     """What a dispatch would do now: the same calculation, nothing created."""
 
     planned_jobs = PlannedRerunJobSerializer(many=True)
-    skips = RerunPlanSkipGroupSerializer(many=True)
-    excluded_devices = RerunPlanExcludedDeviceSerializer(many=True)
+    skips = RerunPlanSkipGroupSerializer(source="plan.skips", many=True)
+    excluded_devices = RerunPlanExcludedDeviceSerializer(source="plan.exclusions", many=True)
+
+
+# --- reconcile scopes ----------------------------------------------------------------------------
+
+
+class SatelliteScopeQuerySerializer(serializers.Serializer):
+    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
+    satellite_name = serializers.CharField(max_length=100)
+
+
+class ResourceClassesSerializer(serializers.Serializer):
+    resource_classes = serializers.ListField(child=serializers.CharField())

@@ -3,14 +3,23 @@ from django.urls import path
 from fleet.burnin.api import rerun_views, views
 
 urlpatterns = [
-    path("executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
-    path("evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
-    path("evaluations/results/", views.EvaluationResultsUpsertView.as_view(), name="evaluations-results"),
-    path("policy-progress/", views.PolicyProgressListView.as_view(), name="progress-list"),
-    path("sites/<uuid:site_id>/progress-summary/", views.ProgressSummaryView.as_view(), name="progress-summary"),
-    path("sites/<uuid:site_id>/rerun-plans/", rerun_views.RerunPlanPreviewView.as_view(), name="rerun-preview"),
     path(
-        "sites/<uuid:site_id>/rerun-plans/dispatch/", rerun_views.RerunPlanDispatchView.as_view(), name="rerun-dispatch"
+        "satellites/resource-classes/",
+        views.SatelliteResourceClassesView.as_view(),
+        name="satellite-resource-classes",
     ),
-    path("policy-progress/reconcile/", views.PolicyProgressReconcileView.as_view(), name="progress-reconcile"),
+    path("burn-in/executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
+    path("burn-in/evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
+    path("burn-in/evaluations/results/", views.EvaluationResultsUpsertView.as_view(), name="evaluations-results"),
+    path("burn-in/policy-progress/", views.PolicyProgressListView.as_view(), name="progress-list"),
+    path(
+        "burn-in/sites/<uuid:site_id>/progress-summary/", views.ProgressSummaryView.as_view(), name="progress-summary"
+    ),
+    path("burn-in/sites/<uuid:site_id>/rerun-plans/", rerun_views.RerunPlanPreviewView.as_view(), name="rerun-preview"),
+    path(
+        "burn-in/sites/<uuid:site_id>/rerun-plans/dispatch/",
+        rerun_views.RerunPlanDispatchView.as_view(),
+        name="rerun-dispatch",
+    ),
+    path("burn-in/policy-progress/reconcile/", views.PolicyProgressReconcileView.as_view(), name="progress-reconcile"),
 ]

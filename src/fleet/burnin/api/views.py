@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from django.shortcuts import get_object_or_404
+from uuid import UUID
+
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, status
@@ -12,19 +13,20 @@ from rest_framework.views import APIView
 
 from fleet.burnin.api import serializers as s
 from fleet.burnin.api.filters import PolicyProgressFilter
-from fleet.burnin.evaluations import ResultItem, evaluation_results_upsert
+from fleet.burnin.evaluation_results.service import evaluation_results_upsert
 from fleet.burnin.executions import ExecutionReport, execution_report
-from fleet.burnin.models import PolicyProgress, TestExecution
-from fleet.burnin.pending import pending_evaluations_page
-from fleet.burnin.reconcile import progress_reconcile_page, reconcile_scope_load
-from fleet.burnin.selectors import progress_summary
-from fleet.core.error_schema import ERROR_DESCRIPTIONS
+from fleet.burnin.models import PolicyProgress
+from fleet.burnin.pending_evaluation_feed import pending_evaluations_page
+from fleet.burnin.reconcile.load import reconcile_scope_load
+from fleet.burnin.reconcile.service import progress_reconcile_page
+from fleet.burnin.selectors import execution_get, progress_summary, satellite_resource_classes, site_get
 from fleet.core.pagination import FleetCursorPagination
-from fleet.core.principals import actor_label, ensure_acts_as_satellite, ensure_site_allowed
 from fleet.core.requests import validated
-from fleet.core.views import SiteScopedQuerysetMixin
-from fleet.inventory.models import Site
+from fleet.core.schema import error_responses
+from fleet.inventory.identity import actor_label, ensure_acts_as_satellite
+from fleet.inventory.scoping import SiteScopedQuerysetMixin
 from fleet.inventory.selectors import satellite_of_site
+from fleet_rules.evaluations import ResultItem
 
 TAGS = ["Burn-in"]
 
@@ -32,7 +34,6 @@ TAGS = ["Burn-in"]
 class EvaluationResultsUpsertView(APIView):
     required_scopes = ["test-execution:evaluate"]
     required_permissions = ["burnin.add_evaluationresult", "burnin.change_evaluationresult"]
-    error_responses = {400: ERROR_DESCRIPTIONS[400], 401: ERROR_DESCRIPTIONS[401], 403: ERROR_DESCRIPTIONS[403]}
 
     @extend_schema(
         operation_id="api_v1_burn_in_evaluations_results_create",
@@ -40,7 +41,7 @@ class EvaluationResultsUpsertView(APIView):
         summary="Upsert burn-in evaluation results (internal)",
         description="Idempotently bulk-upsert materialised burn-in evaluation results.",
         request=s.BurnInEvaluationResultsRequestSerializer,
-        responses={200: s.BurnInEvaluationResultsResponseSerializer},
+        responses={200: s.BurnInEvaluationResultsResponseSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request) -> Response:
         data = validated(s.BurnInEvaluationResultsRequestSerializer, request)
@@ -54,7 +55,12 @@ class EvaluationResultsUpsertView(APIView):
             for row in data["results"]
         ]
         counts = evaluation_results_upsert(items=items, actor=request.user)
-        return Response(s.BurnInEvaluationResultsResponseSerializer(vars(counts)).data)
+        return Response(s.BurnInEvaluationResultsResponseSerializer(counts).data)
+
+
+EXECUTION_ID = OpenApiParameter(
+    "execution_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Agent-chosen uuid."
+)
 
 
 class TestExecutionView(APIView):
@@ -72,16 +78,15 @@ class TestExecutionView(APIView):
             "Create or update the execution with this agent-chosen id. `updated_at` changes on every real "
             "change and not on an identical replay. A finished execution cannot go back to running."
         ),
-        parameters=[
-            OpenApiParameter("execution_id", OpenApiTypes.UUID, OpenApiParameter.PATH, description="Agent-chosen uuid.")
-        ],
+        parameters=[EXECUTION_ID],
         request=s.TestExecutionReportSerializer,
         responses={
             200: OpenApiResponse(s.TestExecutionSerializer, description="Updated, or unchanged by a replay."),
             201: OpenApiResponse(s.TestExecutionSerializer, description="Created."),
+            **error_responses(400, 401, 403, 404),
         },
     )
-    def put(self, request: Request, execution_id) -> Response:
+    def put(self, request: Request, execution_id: UUID) -> Response:
         data = validated(s.TestExecutionReportSerializer, request)
         outcome = execution_report(
             execution_id=execution_id,
@@ -99,16 +104,10 @@ class TestExecutionView(APIView):
         tags=TAGS,
         summary="Read a test execution",
         parameters=[OpenApiParameter("execution_id", OpenApiTypes.UUID, OpenApiParameter.PATH)],
-        responses={200: s.TestExecutionSerializer},
+        responses={200: s.TestExecutionSerializer, **error_responses(401, 403, 404)},
     )
-    def get(self, request: Request, execution_id) -> Response:
-        execution = TestExecution.objects.select_related("requirement").filter(id=execution_id).first()
-        if execution is None:
-            from rest_framework.exceptions import NotFound
-
-            raise NotFound(f"No execution {execution_id}.")
-        ensure_site_allowed(request.user, execution.site_id)
-        return Response(s.TestExecutionSerializer(execution).data)
+    def get(self, request: Request, execution_id: UUID) -> Response:
+        return Response(s.TestExecutionSerializer(execution_get(execution_id=execution_id, actor=request.user)).data)
 
 
 class PendingEvaluationsView(APIView):
@@ -124,40 +123,19 @@ class PendingEvaluationsView(APIView):
             "current `updated_at` and current threshold resolution, oldest change first, keyset-paginated."
         ),
         parameters=[s.PendingEvaluationsQuerySerializer],
-        responses={200: s.PendingEvaluationsPageSerializer},
+        responses={200: s.PendingEvaluationsPageSerializer, **error_responses(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
         query = validated(s.PendingEvaluationsQuerySerializer, request, data=request.query_params)
         satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
         ensure_acts_as_satellite(request.user, satellite)
         page = pending_evaluations_page(satellite=satellite, limit=query["limit"], cursor=query.get("cursor"))
-        body = {
-            "results": [
-                {
-                    "execution_id": item.execution_id,
-                    "updated_at": item.updated_at,
-                    "status": item.status,
-                    "requirement": item.requirement,
-                    "test": item.test,
-                    "device_id": item.device_id,
-                    "topology_id": item.topology_id,
-                    "parameters": item.parameters,
-                    "metrics": item.metrics,
-                    "error": item.error,
-                    "thresholds": item.resolution.rules_list,
-                    "evaluation_source_key": item.resolution.key,
-                }
-                for item in page.items
-            ],
-            "next_cursor": page.next_cursor,
-        }
-        return Response(s.PendingEvaluationsPageSerializer(body).data)
+        return Response(s.PendingEvaluationsPageSerializer(page).data)
 
 
 class PolicyProgressReconcileView(APIView):
     required_scopes = ["burn-in-policy-progress:write"]
     required_permissions = ["burnin.add_policyprogress", "burnin.change_policyprogress", "burnin.delete_policyprogress"]
-    error_responses = {400: ERROR_DESCRIPTIONS[400], 401: ERROR_DESCRIPTIONS[401], 403: ERROR_DESCRIPTIONS[403]}
 
     @extend_schema(
         operation_id="api_v1_burn_in_policy_progress_reconcile_create",
@@ -169,7 +147,7 @@ class PolicyProgressReconcileView(APIView):
             "cleanup of obsolete rows."
         ),
         request=s.BurnInPolicyProgressReconcileRequestSerializer,
-        responses={200: s.BurnInPolicyProgressReconcileResponseSerializer},
+        responses={200: s.BurnInPolicyProgressReconcileResponseSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request) -> Response:
         data = validated(s.BurnInPolicyProgressReconcileRequestSerializer, request)
@@ -181,7 +159,7 @@ class PolicyProgressReconcileView(APIView):
             actor=request.user,
         )
         page = progress_reconcile_page(scope=scope, limit=data["limit"], cursor=data.get("cursor"))
-        return Response(s.BurnInPolicyProgressReconcileResponseSerializer(vars(page)).data)
+        return Response(s.BurnInPolicyProgressReconcileResponseSerializer(page).data)
 
 
 class ProgressPagination(FleetCursorPagination):
@@ -193,9 +171,10 @@ class ProgressPagination(FleetCursorPagination):
         operation_id="api_v1_burn_in_policy_progress_list",
         tags=TAGS,
         summary="The policy-progress projection, filtered",
+        responses={200: s.PolicyProgressSerializer, **error_responses(400, 401, 403)},
     )
 )
-class PolicyProgressListView(SiteScopedQuerysetMixin, generics.ListAPIView):
+class PolicyProgressListView(SiteScopedQuerysetMixin, generics.ListAPIView):  # type: ignore[type-arg]
     queryset = PolicyProgress.objects.select_related("requirement", "device", "topology")
     serializer_class = s.PolicyProgressSerializer
     filterset_class = PolicyProgressFilter
@@ -212,10 +191,29 @@ class ProgressSummaryView(APIView):
         operation_id="api_v1_burn_in_sites_progress_summary_retrieve",
         tags=TAGS,
         summary="Verdict counts per resource class and requirement at a site",
-        responses={200: s.ProgressSummarySerializer},
+        responses={200: s.ProgressSummarySerializer, **error_responses(401, 403, 404)},
     )
-    def get(self, request: Request, site_id) -> Response:
-        site = get_object_or_404(Site, id=site_id)
-        ensure_site_allowed(request.user, site.id)
-        body = {"site_id": site.id, "site_slug": site.slug, "rows": progress_summary(site_id=site.id)}
-        return Response(s.ProgressSummarySerializer(body).data)
+    def get(self, request: Request, site_id: UUID) -> Response:
+        site = site_get(site_id=site_id, actor=request.user)
+        return Response(s.ProgressSummarySerializer(progress_summary(site=site)).data)
+
+
+class SatelliteResourceClassesView(APIView):
+    """The reconcile scopes of a satellite: the resource classes of the devices it manages, of the
+    devices in topologies it manages, and of projection rows it still has (so a scope whose last
+    device left is still swept, and its rows cleaned up)."""
+
+    required_scopes = ["fleet:read"]
+
+    @extend_schema(
+        operation_id="api_v1_satellites_resource_classes_retrieve",
+        tags=["Satellites"],
+        summary="Resource classes a satellite manages",
+        parameters=[s.SatelliteScopeQuerySerializer],
+        responses={200: s.ResourceClassesSerializer, **error_responses(400, 401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        query = validated(s.SatelliteScopeQuerySerializer, request, data=request.query_params)
+        satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
+        ensure_acts_as_satellite(request.user, satellite)
+        return Response(s.ResourceClassesSerializer({"resource_classes": satellite_resource_classes(satellite)}).data)

@@ -1,6 +1,7 @@
 import django_filters
 
-from fleet.inventory.models import Device, DeviceState, Satellite, Topology, TopologyUnit
+from fleet.inventory.models import Device, Satellite, Topology
+from fleet_rules.vocabulary import DeviceState, TopologyUnit
 
 
 class SatelliteFilter(django_filters.FilterSet):

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from fleet.inventory.identity import PrincipalKind
 from fleet.inventory.models import Device, Satellite, Site, Topology
 
 
@@ -70,10 +71,9 @@ class SatelliteHeartbeatRequestSerializer(serializers.Serializer):
     agent_version = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
 
 
-class SatelliteScopeQuerySerializer(serializers.Serializer):
-    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
-    satellite_name = serializers.CharField(max_length=100)
-
-
-class ResourceClassesSerializer(serializers.Serializer):
-    resource_classes = serializers.ListField(child=serializers.CharField())
+class WhoAmIResponseSerializer(serializers.Serializer):
+    principal = serializers.CharField(help_text="`client:<name>` for OAuth2 clients, `user:<name>` for people.")
+    kind = serializers.ChoiceField(choices=PrincipalKind.choices)
+    scopes = serializers.ListField(child=serializers.CharField(), help_text="Token scopes (bearer only).")
+    site_slug = serializers.CharField(allow_null=True, help_text="The only site this caller may act on.")
+    satellite_name = serializers.CharField(allow_null=True)

@@ -1,19 +1,24 @@
+from __future__ import annotations
+
 from django.db.models import Prefetch
 from drf_spectacular.utils import extend_schema, extend_schema_view
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from fleet.core.principals import ensure_acts_as_satellite
 from fleet.core.requests import validated
-from fleet.core.views import SiteScopedReadViewSet
+from fleet.core.schema import error_responses, read_only_operations
 from fleet.inventory.api import filters, serializers
+from fleet.inventory.identity import describe_caller, ensure_acts_as_satellite
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
-from fleet.inventory.selectors import satellite_of_site, satellite_resource_classes
+from fleet.inventory.scoping import SiteScopedReadViewSet
+from fleet.inventory.selectors import satellite_of_site
 from fleet.inventory.services import satellite_heartbeat_record
 
+TAGS = ["Inventory"]
 
-@extend_schema_view(list=extend_schema(tags=["Inventory"]), retrieve=extend_schema(tags=["Inventory"]))
+
+@extend_schema_view(**read_only_operations(serializers.SiteSerializer, tags=TAGS))
 class SiteViewSet(SiteScopedReadViewSet):
     queryset = Site.objects.all()
     serializer_class = serializers.SiteSerializer
@@ -21,21 +26,21 @@ class SiteViewSet(SiteScopedReadViewSet):
     ordering = ("slug",)
 
 
-@extend_schema_view(list=extend_schema(tags=["Inventory"]), retrieve=extend_schema(tags=["Inventory"]))
+@extend_schema_view(**read_only_operations(serializers.SatelliteSerializer, tags=TAGS))
 class SatelliteViewSet(SiteScopedReadViewSet):
     queryset = Satellite.objects.select_related("site")
     serializer_class = serializers.SatelliteSerializer
     filterset_class = filters.SatelliteFilter
 
 
-@extend_schema_view(list=extend_schema(tags=["Inventory"]), retrieve=extend_schema(tags=["Inventory"]))
+@extend_schema_view(**read_only_operations(serializers.TopologySerializer, tags=TAGS))
 class TopologyViewSet(SiteScopedReadViewSet):
     queryset = Topology.objects.select_related("satellite")
     serializer_class = serializers.TopologySerializer
     filterset_class = filters.TopologyFilter
 
 
-@extend_schema_view(list=extend_schema(tags=["Inventory"]), retrieve=extend_schema(tags=["Inventory"]))
+@extend_schema_view(**read_only_operations(serializers.DeviceSerializer, tags=TAGS))
 class DeviceViewSet(SiteScopedReadViewSet):
     queryset = Device.objects.select_related("site", "satellite").prefetch_related(
         Prefetch("memberships", queryset=TopologyMembership.objects.select_related("topology").order_by("unit"))
@@ -55,7 +60,7 @@ class SatelliteHeartbeatView(APIView):
         tags=["Satellites"],
         summary="Record a satellite heartbeat",
         request=serializers.SatelliteHeartbeatRequestSerializer,
-        responses={200: serializers.SatelliteSerializer},
+        responses={200: serializers.SatelliteSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request) -> Response:
         data = validated(serializers.SatelliteHeartbeatRequestSerializer, request)
@@ -67,24 +72,17 @@ class SatelliteHeartbeatView(APIView):
         return Response(serializers.SatelliteSerializer(satellite).data)
 
 
-class SatelliteResourceClassesView(APIView):
-    """The reconcile scopes of a satellite: the resource classes of the devices it manages, of the
-    devices in topologies it manages, and of projection rows it still has (so a scope whose last
-    device left is still swept, and its rows cleaned up)."""
-
+# Who am I: lets an operator or an agent check its credentials before doing real work. (No
+# docstring: it would become the operation's description.)
+class WhoAmIView(APIView):
     required_scopes = ["fleet:read"]
 
     @extend_schema(
-        operation_id="api_v1_satellites_resource_classes_retrieve",
-        tags=["Satellites"],
-        summary="Resource classes a satellite manages",
-        parameters=[serializers.SatelliteScopeQuerySerializer],
-        responses={200: serializers.ResourceClassesSerializer},
+        operation_id="api_v1_auth_whoami_retrieve",
+        tags=["Auth"],
+        summary="Describe the caller",
+        responses={200: serializers.WhoAmIResponseSerializer, **error_responses(401, 403)},
     )
     def get(self, request: Request) -> Response:
-        query = validated(serializers.SatelliteScopeQuerySerializer, request, data=request.query_params)
-        satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
-        ensure_acts_as_satellite(request.user, satellite)
-        return Response(
-            serializers.ResourceClassesSerializer({"resource_classes": satellite_resource_classes(satellite)}).data
-        )
+        scopes = sorted(request.auth.scopes) if hasattr(request.auth, "scope") else []
+        return Response(serializers.WhoAmIResponseSerializer(describe_caller(request.user, scopes)).data)

@@ -1,6 +1,7 @@
 import django_filters
 
-from fleet.jobs.models import Job, JobStatus, WorkflowName
+from fleet.jobs.models import Job
+from fleet_rules.vocabulary import JobStatus, WorkflowName
 
 
 class JobFilter(django_filters.FilterSet):

@@ -3,6 +3,7 @@ from rest_framework import serializers
 from fleet.core.fields import StrictCharField, StrictChoiceField, StrictIntegerField, StrictRegexField
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.jobs.models import Job
+from fleet_rules.vocabulary import JOB_OUTCOMES
 
 
 class JobTopologySerializer(serializers.Serializer):
@@ -56,5 +57,5 @@ class JobClaimResponseSerializer(serializers.Serializer):
 
 
 class JobFinishRequestSerializer(serializers.Serializer):
-    status = StrictChoiceField(choices=["succeeded", "failed", "cancelled"])
+    status = StrictChoiceField(choices=[outcome.value for outcome in JOB_OUTCOMES])
     reason = StrictCharField(required=False, allow_blank=True, default="", max_length=2000)

@@ -1,6 +1,7 @@
 from rest_framework import serializers
 
 from fleet.core.fields import MetricDisplayValueField
+from fleet.core.serializers import ResolvedRuleSerializer
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
 
 
@@ -49,13 +50,6 @@ class ParameterProfileSerializer(serializers.ModelSerializer):
         fields = ["id", "resource_class", "test", "name", "parameters", "created_at"]
 
 
-class ResolvedRuleSerializer(serializers.Serializer):
-    metric = serializers.CharField()
-    statistic = serializers.CharField(allow_null=True)
-    comparator = serializers.CharField()
-    threshold = MetricDisplayValueField()
-
-
 class ResolvedThresholdsQuerySerializer(serializers.Serializer):
     requirement = serializers.UUIDField()
     site = serializers.UUIDField()
@@ -66,6 +60,6 @@ class ResolvedThresholdsSerializer(serializers.Serializer):
     requirement_name = serializers.CharField()
     site_id = serializers.UUIDField()
     policy_version = serializers.IntegerField()
-    rules = ResolvedRuleSerializer(many=True)
+    rules = ResolvedRuleSerializer(source="resolution.rules_list", many=True)
     canonical_json = serializers.CharField(help_text="The exact bytes hashed into the key (UTF-8).")
-    evaluation_source_key = serializers.CharField(help_text="SHA-256 hex of canonical_json.")
+    evaluation_source_key = serializers.CharField(source="resolution.key", help_text="SHA-256 hex of canonical_json.")

@@ -2,22 +2,25 @@
 
 from __future__ import annotations
 
+import uuid
+from typing import Any
+
 from django.core.exceptions import ValidationError
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
 from rich.console import Console
 from rich.table import Table
 
-from fleet.burnin.models import PolicyProgress, Verdict
-from fleet.burnin.planning import PlanningMode
-from fleet.burnin.rerun_dispatch import rerun_dispatch, rerun_plan_preview
+from fleet.burnin.models import PolicyProgress
+from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.inventory.models import Device, Site, Topology
+from fleet_rules.vocabulary import PlanningMode, Verdict
 
 
 class Command(BaseCommand):
     help = "Plan (--dry-run) or dispatch policy-aware burn-in reruns for a selection of devices."
 
-    def add_arguments(self, parser):
+    def add_arguments(self, parser: CommandParser) -> None:
         parser.add_argument("--site", required=True, help="Site slug.")
         selection = parser.add_mutually_exclusive_group(required=True)
         selection.add_argument("--device", nargs="+", dest="devices", help="Device hostnames or ids.")
@@ -28,7 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--mode", choices=PlanningMode.values, default=PlanningMode.NON_PASSING)
         parser.add_argument("--dry-run", action="store_true", help="Show the plan; create nothing.")
 
-    def handle(self, *args, **options):
+    def handle(self, *args: Any, **options: Any) -> None:
         site = Site.objects.filter(slug=options["site"]).first()
         if site is None:
             raise CommandError(f"no site {options['site']!r}")
@@ -36,17 +39,16 @@ class Command(BaseCommand):
         if not device_ids:
             raise CommandError("the selection is empty")
         try:
+            mode = PlanningMode(options["mode"])
             if options["dry_run"]:
-                outcome = rerun_plan_preview(site=site, device_ids=device_ids, mode=options["mode"])
+                outcome = rerun_plan_preview(site=site, device_ids=device_ids, mode=mode)
             else:
-                outcome = rerun_dispatch(
-                    site=site, device_ids=device_ids, mode=options["mode"], requested_by="cli:fleet rerun"
-                )
+                outcome = rerun_dispatch(site=site, device_ids=device_ids, mode=mode, requested_by="cli:fleet rerun")
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
         self.render(site, outcome, options["dry_run"])
 
-    def select(self, site: Site, options: dict) -> list:
+    def select(self, site: Site, options: dict[str, Any]) -> list[uuid.UUID]:
         if options["devices"]:
             wanted = options["devices"]
             ids, missing = [], []
@@ -77,19 +79,18 @@ class Command(BaseCommand):
             .distinct()
         )
 
-    def render(self, site: Site, outcome, dry_run: bool) -> None:
+    def render(self, site: Site, outcome: DispatchOutcome, dry_run: bool) -> None:
         console = Console(file=self.stdout._out, width=120)
         hostnames = dict(Device.objects.filter(site=site).values_list("id", "hostname"))
-        labels = dict(Topology.objects.filter(site=site).values_list("id", "label"))
         jobs = Table(title="Jobs that would be created (dry run)" if dry_run else "Jobs created")
         for column in ("job", "workflow", "topology", "devices", "requirements"):
             jobs.add_column(column)
-        created = outcome.jobs or [None] * len(outcome.plan.jobs)
+        created = outcome.created_jobs or [None] * len(outcome.plan.jobs)
         for planned, job in zip(outcome.plan.jobs, created, strict=True):
             jobs.add_row(
-                str(job.id)[:8] if job else "-",
+                str(job.job_id)[:8] if job else "-",
                 planned.workflow_name,
-                labels.get(planned.topology_id, "-"),
+                planned.topology.label if planned.topology else "-",
                 _names(hostnames, planned.device_ids),
                 ", ".join(r.name for r in planned.requirements),
             )
@@ -103,7 +104,7 @@ class Command(BaseCommand):
                     group.reason,
                     group.requirement_name,
                     group.resource_class,
-                    labels.get(group.topology_id, "-"),
+                    group.topology.label if group.topology else "-",
                     _names(hostnames, group.device_ids),
                 )
             console.print(skips)
@@ -116,14 +117,12 @@ class Command(BaseCommand):
         )
 
 
-def _names(hostnames: dict, ids) -> str:
+def _names(hostnames: dict[uuid.UUID, str], ids: tuple[uuid.UUID, ...]) -> str:
     names = sorted(hostnames.get(i, str(i)) for i in ids)
     return ", ".join(names) if len(names) <= 6 else f"{', '.join(names[:5])} … (+{len(names) - 5})"
 
 
 def _looks_like_uuid(token: str) -> bool:
-    import uuid
-
     try:
         uuid.UUID(token)
     except ValueError:

@@ -1,49 +1,29 @@
-"""Rerun planning and dispatch: load → plan (pure, `planning`) → write through the Job path.
-
-Dispatch runs in one transaction that first locks the selected devices and every member of
-their cohorts in primary-key order, then reads everything planning needs under those locks, so
-two concurrent dispatches over overlapping devices serialise and never create two active jobs
-for one device. The number of queries does not depend on how many devices are selected.
-"""
+"""What rerun planning reads, in a constant number of queries whatever the selection's size."""
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from uuid import UUID
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import transaction
-from django.utils import timezone
 
 from fleet.burnin.models import PolicyProgress
-from fleet.burnin.planning import (
+from fleet.burnin.selectors import TargetKey, latest_execution_ids
+from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
+from fleet.jobs.models import JobDevice
+from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement
+from fleet_rules.planning import (
     ActiveJobFacts,
     DeviceFacts,
-    Plan,
     PlanningInput,
     PolicyFacts,
     ProfileFacts,
     ProgressFacts,
     RequirementFacts,
     TopologyFacts,
-    plan,
 )
-from fleet.burnin.selectors import latest_execution_ids
-from fleet.core.locks import lock_in_pk_order
-from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
-from fleet.jobs.models import Job, JobDevice
-from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
-from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement
-
-
-@dataclass(frozen=True)
-class DispatchOutcome:
-    plan: Plan
-    jobs: tuple[Job, ...]  # in the order of plan.jobs; empty for a preview
-    topologies: Mapping[UUID, TopologyFacts]  # every topology the plan names
 
 
 def check_selection(site: Site, device_ids: Sequence[UUID]) -> list[UUID]:
@@ -63,6 +43,13 @@ def check_selection(site: Site, device_ids: Sequence[UUID]) -> list[UUID]:
     return unique
 
 
+def involved_devices(selected: list[UUID]) -> set[UUID]:
+    """The selection plus every device sharing one of its topologies (cohort members)."""
+    topologies = TopologyMembership.objects.filter(device_id__in=selected).values("topology_id")
+    members = TopologyMembership.objects.filter(topology_id__in=topologies).values_list("device_id", flat=True)
+    return set(selected) | set(members)
+
+
 def _memberships(device_ids: set[UUID]) -> dict[UUID, dict[str, UUID]]:
     by_device: dict[UUID, dict[str, UUID]] = defaultdict(dict)
     for device_id, unit, topology_id in TopologyMembership.objects.filter(device_id__in=device_ids).values_list(
@@ -70,13 +57,6 @@ def _memberships(device_ids: set[UUID]) -> dict[UUID, dict[str, UUID]]:
     ):
         by_device[device_id][unit] = topology_id
     return by_device
-
-
-def _involved_devices(selected: list[UUID]) -> set[UUID]:
-    """The selection plus every device sharing one of its topologies (cohort members)."""
-    topologies = TopologyMembership.objects.filter(device_id__in=selected).values("topology_id")
-    members = TopologyMembership.objects.filter(topology_id__in=topologies).values_list("device_id", flat=True)
-    return set(selected) | set(members)
 
 
 def load_planning_input(*, selected: list[UUID], mode: str, involved: set[UUID]) -> PlanningInput:
@@ -105,20 +85,20 @@ def load_planning_input(*, selected: list[UUID], mode: str, involved: set[UUID])
             "requirement_id", "target_id", "verdict", "policy_version", "execution_id"
         )
     }
-    pairs = [
-        (r.id, d.id, True)
+    keys = [
+        TargetKey(r.id, d.id, is_device=True)
         for d in devices
         if d.resource_class in policies
         for r in policies[d.resource_class].single_node
     ] + [
-        (r.id, t.id, False)
+        TargetKey(r.id, t.id, is_device=False)
         for p in policies.values()
         for r in p.requirements
         if r.multi_node
         for t in topologies.values()
         if t.unit == r.unit
     ]
-    latest = latest_execution_ids(pairs)
+    latest = latest_execution_ids(keys)
     active_jobs = {
         row.device_id: ActiveJobFacts(
             row.job_id, row.job.workflow_name, frozenset(row.job.requirement_names), row.job.topology_id
@@ -145,7 +125,7 @@ def load_planning_input(*, selected: list[UUID], mode: str, involved: set[UUID])
                 d.satellite_id,
                 d.resource_class,
                 d.state,
-                d.is_enrolled,
+                d.enrolled_at,
                 memberships.get(d.id, {}),
             )
             for d in devices
@@ -158,32 +138,3 @@ def load_planning_input(*, selected: list[UUID], mode: str, involved: set[UUID])
         topologies=topologies,
         workflows=workflows,
     )
-
-
-def rerun_plan_preview(*, site: Site, device_ids: Sequence[UUID], mode: str) -> DispatchOutcome:
-    selected = check_selection(site, device_ids)
-    data = load_planning_input(selected=selected, mode=mode, involved=_involved_devices(selected))
-    return DispatchOutcome(plan=plan(data), jobs=(), topologies=data.topologies)
-
-
-@transaction.atomic
-def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: str, requested_by: str) -> DispatchOutcome:
-    selected = check_selection(site, device_ids)
-    involved = _involved_devices(selected)
-    lock_in_pk_order(Device, involved)
-    jobs_expire_leases_holding(device_ids=involved, now=timezone.now())
-    data = load_planning_input(selected=selected, mode=mode, involved=involved)
-    decided = plan(data)
-    specs = [
-        JobSpec(
-            site_id=job.site_id,
-            satellite_id=job.satellite_id,
-            workflow_name=job.workflow_name,
-            device_ids=job.device_ids,
-            parameters=job.parameters(),
-            topology_id=job.topology_id,
-        )
-        for job in decided.jobs
-    ]
-    jobs = jobs_create(specs=specs, requested_by=requested_by, reason="dispatch", locked=True)
-    return DispatchOutcome(plan=decided, jobs=tuple(jobs), topologies=data.topologies)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from fleet.burnin.models import ExecutionStatus, Verdict
+from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,7 @@ class Evidence:
 
 @dataclass(frozen=True)
 class Derived:
-    verdict: str
+    verdict: Verdict
     execution_id: UUID | None
     source_key: str | None
     watermark: datetime | None

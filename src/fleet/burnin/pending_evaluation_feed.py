@@ -1,4 +1,4 @@
-"""The pending-evaluation feed: finished executions of one satellite's targets that lack a
+"""The pending-evaluation feed (phase 1's input): finished executions of one satellite's targets that lack a
 current evaluation (none, one for another source key, or one for another `updated_at`).
 
 One query per page whatever the fleet size: the current source key of every requirement at the
@@ -17,10 +17,13 @@ from django.core.exceptions import ValidationError
 from django.db import connection
 from django.utils.dateparse import parse_datetime
 
+from fleet.burnin.tables import sql
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.models import Satellite
 from fleet.policies.models import Requirement
-from fleet.policies.resolution import Resolution, load_resolutions
+from fleet.policies.selectors import load_resolutions
+from fleet_rules.resolution import Resolution
+from fleet_rules.vocabulary import FINISHED_EXECUTION_STATUSES
 
 
 @dataclass(frozen=True)
@@ -44,19 +47,19 @@ class PendingPage:
     next_cursor: str | None
 
 
-_PAGE = """
+_PAGE = sql("""
 WITH current_keys(requirement_id, source_key) AS (
     SELECT * FROM unnest(%(requirement_ids)s::uuid[], %(keys)s::varchar[])
 )
 SELECT e.id, e.updated_at, e.status, e.requirement_id, e.test, e.device_id, e.topology_id,
        e.parameters, e.metrics, e.error
-FROM burnin_testexecution e
+FROM {execution} e
 JOIN current_keys k ON k.requirement_id = e.requirement_id
-LEFT JOIN inventory_device d ON d.id = e.device_id
-LEFT JOIN inventory_topology t ON t.id = e.topology_id
-LEFT JOIN burnin_evaluationresult r ON r.execution_id = e.id
+LEFT JOIN {device} d ON d.id = e.device_id
+LEFT JOIN {topology} t ON t.id = e.topology_id
+LEFT JOIN {evaluation} r ON r.execution_id = e.id
 WHERE e.site_id = %(site_id)s
-  AND e.status IN ('completed', 'errored')
+  AND e.status = ANY(%(finished)s)
   AND (d.satellite_id = %(satellite_id)s OR t.satellite_id = %(satellite_id)s)
   AND (r.execution_id IS NULL
        OR r.evaluation_source_key <> k.source_key
@@ -64,7 +67,7 @@ WHERE e.site_id = %(site_id)s
   AND (%(after_at)s::timestamptz IS NULL OR (e.updated_at, e.id) > (%(after_at)s::timestamptz, %(after_id)s::uuid))
 ORDER BY e.updated_at, e.id
 LIMIT %(limit)s
-"""
+""")
 
 
 def _json(value: Any) -> Any:
@@ -95,6 +98,7 @@ def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | 
                 "requirement_ids": ids,
                 "keys": [resolutions[(rid, satellite.site_id)].key for rid in ids],
                 "site_id": satellite.site_id,
+                "finished": sorted(FINISHED_EXECUTION_STATUSES),
                 "satellite_id": satellite.id,
                 "after_at": after[0] if after else None,
                 "after_id": after[1] if after else None,

@@ -1,61 +1,41 @@
-"""Rerun planning: pure decisions over loaded data (`rerun_dispatch` loads, then writes).
+"""Rerun planning: which jobs to create for a selection of devices, and why everything else is not
+dispatched.
 
-Given the selected devices and everything known about them, decide which jobs to create and
-account for everything not dispatched, each with one typed reason:
+Two passes over facts loaded under the devices' locks:
 
-* a device is **excluded** whole when its policy cannot rerun anything;
-* each rerunnable single-node requirement is skipped by the first reason that applies, in the
-  order of `SINGLE_NODE_CHAIN`; what is left becomes one `SingleNodeBurnInWorkflow` job per device;
-* each rack-acceptance requirement is planned per topology cohort, as one
+* **single-node**: a device is *excluded* whole when its policy cannot rerun anything; each
+  rerunnable single-node requirement is skipped by the first reason of `SINGLE_NODE_CHAIN` that
+  applies; what is left becomes one `SingleNodeBurnInWorkflow` job per device;
+* **cohorts**: each rack-acceptance requirement is planned per topology cohort, as one
   `MultiNodeBurnInCollectiveWorkflow` job only when the whole cohort is selected, eligible, free
-  and has passed every single-node requirement.
+  (no active job, none given by the first pass) and has passed every single-node requirement.
 
 Every output list is sorted, so the same state always gives the same plan.
 """
 
 from __future__ import annotations
 
+import operator
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import models
-
-from fleet.inventory.models import BURN_IN_STATES
-from fleet.jobs.models import WorkflowName
-
-
-class PlanningMode(models.TextChoices):
-    NON_PASSING = "non_passing", "NON_PASSING"
-    ALL = "all", "ALL"
-
-
-class SkipReason(models.TextChoices):
-    PROJECTION_PENDING = "projection_pending", "PROJECTION_PENDING"
-    ALREADY_SATISFIED = "already_satisfied", "ALREADY_SATISFIED"
-    NO_POLICY_SATISFYING_PARAMETER_SOURCE = (
-        "no_policy_satisfying_parameter_source",
-        "NO_POLICY_SATISFYING_PARAMETER_SOURCE",
-    )
-    POLICY_CHANGED = "policy_changed", "POLICY_CHANGED"
-    WORKFLOW_UNAVAILABLE = "workflow_unavailable", "WORKFLOW_UNAVAILABLE"
-    DEVICE_INELIGIBLE = "device_ineligible", "DEVICE_INELIGIBLE"
-    DEVICE_CONTENDED = "device_contended", "DEVICE_CONTENDED"
-    ALREADY_DISPATCHED = "already_dispatched", "ALREADY_DISPATCHED"
-    TOPOLOGY_COHORT_BLOCKED = "topology_cohort_blocked", "TOPOLOGY_COHORT_BLOCKED"
-
-
-class ExclusionReason(models.TextChoices):
-    NO_ACCEPTANCE_POLICY = "no_acceptance_policy", "NO_ACCEPTANCE_POLICY"
-    NO_SINGLE_NODE_REQUIREMENTS = "no_single_node_requirements", "NO_SINGLE_NODE_REQUIREMENTS"
-    NO_RERUN_REQUIREMENTS = "no_rerun_requirements", "NO_RERUN_REQUIREMENTS"
-
+from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
+from fleet_rules.vocabulary import (
+    ConstraintOperator,
+    ExclusionReason,
+    PlanningMode,
+    RequirementScope,
+    SkipReason,
+    Verdict,
+    WorkflowName,
+)
 
 #: The single-node skip reasons, in precedence order (first match wins).
-SINGLE_NODE_CHAIN = (
+SINGLE_NODE_CHAIN: tuple[SkipReason, ...] = (
     SkipReason.DEVICE_INELIGIBLE,
     SkipReason.WORKFLOW_UNAVAILABLE,
     SkipReason.POLICY_CHANGED,
@@ -78,12 +58,16 @@ class DeviceFacts:
     satellite_id: UUID
     resource_class: str
     state: str
-    enrolled: bool
+    enrolled_at: datetime | None
     topologies: Mapping[str, UUID] = field(default_factory=dict)  # unit → topology id
 
     @property
+    def enrolled(self) -> bool:
+        return is_enrolled(enrolled_at=self.enrolled_at, state=self.state)
+
+    @property
     def eligible(self) -> bool:
-        return self.enrolled and self.state in BURN_IN_STATES
+        return is_burn_in_eligible(enrolled_at=self.enrolled_at, state=self.state)
 
 
 @dataclass(frozen=True)
@@ -99,7 +83,7 @@ class RequirementFacts:
 
     @property
     def multi_node(self) -> bool:
-        return self.scope == "multi_node"
+        return self.scope == RequirementScope.MULTI_NODE
 
 
 @dataclass(frozen=True)
@@ -174,14 +158,18 @@ class PlannedRequirement:
 
 @dataclass(frozen=True)
 class PlannedJob:
-    workflow_name: str
+    workflow_name: WorkflowName
     site_id: UUID
     satellite_id: UUID
     resource_class: str
     policy_version: int
     device_ids: tuple[UUID, ...]
     requirements: tuple[PlannedRequirement, ...]
-    topology_id: UUID | None = None
+    topology: TopologyFacts | None = None
+
+    @property
+    def topology_id(self) -> UUID | None:
+        return self.topology.id if self.topology else None
 
     def parameters(self) -> dict[str, Any]:
         """What the job carries to the agent."""
@@ -202,17 +190,17 @@ class PlannedJob:
 
 @dataclass(frozen=True)
 class SkipGroup:
-    topology_id: UUID | None
+    topology: TopologyFacts | None
     resource_class: str
     requirement_name: str
-    reason: str
+    reason: SkipReason
     device_ids: tuple[UUID, ...]
 
 
 @dataclass(frozen=True)
 class Exclusion:
     device_id: UUID
-    reason: str
+    reason: ExclusionReason
 
 
 @dataclass(frozen=True)
@@ -222,28 +210,30 @@ class Plan:
     exclusions: tuple[Exclusion, ...]
 
 
-# --- decisions ---------------------------------------------------------------------------------
+# --- parameter sources --------------------------------------------------------------------------
+
+_OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
+    ConstraintOperator.EQ: operator.eq,
+    ConstraintOperator.NE: operator.ne,
+    ConstraintOperator.GT: operator.gt,
+    ConstraintOperator.GTE: operator.ge,
+    ConstraintOperator.LT: operator.lt,
+    ConstraintOperator.LTE: operator.le,
+    ConstraintOperator.IN: lambda value, bound: value in bound,
+}
 
 
 def satisfies(parameters: Mapping[str, Any], constraints: Mapping[str, Any]) -> bool:
     """Whether a parameter set meets constraints like `{"duration_s": {"gte": 3600}}`; a missing
-    parameter never does."""
+    parameter, an unknown operator or incomparable values never do."""
     for name, condition in constraints.items():
         if name not in parameters:
             return False
-        value = parameters[name]
-        for operator, bound in condition.items():
+        for op, bound in condition.items():
+            compare = _OPERATORS.get(op)
             try:
-                ok = {
-                    "eq": lambda v, b: v == b,
-                    "ne": lambda v, b: v != b,
-                    "gt": lambda v, b: v > b,
-                    "gte": lambda v, b: v >= b,
-                    "lt": lambda v, b: v < b,
-                    "lte": lambda v, b: v <= b,
-                    "in": lambda v, b: v in b,
-                }[operator](value, bound)
-            except (TypeError, KeyError):
+                ok = compare is not None and bool(compare(parameters[name], bound))
+            except TypeError:
                 ok = False
             if not ok:
                 return False
@@ -259,7 +249,11 @@ def choose_profile(
     return next((p for p in candidates if satisfies(p.parameters, requirement.parameter_constraints)), None)
 
 
-def exclusion_of(device: DeviceFacts, policy: PolicyFacts | None) -> str | None:
+# --- the reasons --------------------------------------------------------------------------------
+
+
+def exclusion_of(policy: PolicyFacts | None) -> ExclusionReason | None:
+    """Why a device of this policy is left out whole, if it is."""
     if policy is None:
         return ExclusionReason.NO_ACCEPTANCE_POLICY
     if not policy.single_node:
@@ -269,7 +263,9 @@ def exclusion_of(device: DeviceFacts, policy: PolicyFacts | None) -> str | None:
     return None
 
 
-def _row_reason(data: PlanningInput, policy: PolicyFacts, requirement: RequirementFacts, target_id: UUID) -> str | None:
+def _row_reason(
+    data: PlanningInput, policy: PolicyFacts, requirement: RequirementFacts, target_id: UUID
+) -> SkipReason | None:
     """The projection-based reasons, shared by single-node targets and cohorts."""
     row = data.progress.get((requirement.id, target_id))
     if row is not None and row.policy_version != policy.version:
@@ -277,18 +273,22 @@ def _row_reason(data: PlanningInput, policy: PolicyFacts, requirement: Requireme
     latest = data.latest_executions.get((requirement.id, target_id))
     if row is None or row.execution_id != latest:
         return SkipReason.PROJECTION_PENDING
-    if data.mode == PlanningMode.NON_PASSING and row.verdict == "passed":
+    if data.mode == PlanningMode.NON_PASSING and row.verdict == Verdict.PASSED:
         return SkipReason.ALREADY_SATISFIED
     return None
 
 
+def _advertises(data: PlanningInput, satellite_id: UUID, workflow: WorkflowName) -> bool:
+    return workflow in data.workflows.get(satellite_id, frozenset())
+
+
 def single_node_reason(
     data: PlanningInput, device: DeviceFacts, policy: PolicyFacts, requirement: RequirementFacts
-) -> str | None:
+) -> SkipReason | None:
     """The first reason in SINGLE_NODE_CHAIN that applies, or None to dispatch."""
     if not device.eligible:
         return SkipReason.DEVICE_INELIGIBLE
-    if WorkflowName.SINGLE_NODE not in data.workflows.get(device.satellite_id, frozenset()):
+    if not _advertises(data, device.satellite_id, WorkflowName.SINGLE_NODE):
         return SkipReason.WORKFLOW_UNAVAILABLE
     reason = _row_reason(data, policy, requirement, device.id)
     if reason:
@@ -302,10 +302,11 @@ def single_node_reason(
     return None
 
 
-def _passed_single_node(data: PlanningInput, policy: PolicyFacts, device_id: UUID) -> bool:
+def passed_single_node(data: PlanningInput, policy: PolicyFacts, device_id: UUID) -> bool:
+    """Every single-node requirement of the policy passed at its current version."""
     return all(
         (row := data.progress.get((r.id, device_id))) is not None
-        and row.verdict == "passed"
+        and row.verdict == Verdict.PASSED
         and row.policy_version == policy.version
         for r in policy.single_node
     )
@@ -319,9 +320,9 @@ def cohort_reason(
     members: Sequence[DeviceFacts],
     busy: set[UUID],
     selected: set[UUID],
-) -> str | None:
+) -> SkipReason | None:
     """Why a cohort cannot run as one collective job now, or None to dispatch it."""
-    if WorkflowName.MULTI_NODE_COLLECTIVE not in data.workflows.get(topology.satellite_id, frozenset()):
+    if not _advertises(data, topology.satellite_id, WorkflowName.MULTI_NODE_COLLECTIVE):
         return SkipReason.WORKFLOW_UNAVAILABLE
     reason = _row_reason(data, policy, requirement, topology.id)
     if reason:
@@ -329,19 +330,25 @@ def cohort_reason(
     holders = {data.active_jobs[m.id] for m in members if m.id in data.active_jobs}
     if any(h.topology_id == topology.id and requirement.name in h.requirement_names for h in holders):
         return SkipReason.ALREADY_DISPATCHED
-    whole_cohort_ok = all(
-        m.id in selected
-        and m.eligible
-        and m.id not in data.active_jobs
-        and m.id not in busy
-        and _passed_single_node(data, policy, m.id)
-        for m in members
-    )
-    if not whole_cohort_ok:
+    if not all(cohort_member_ready(data, policy, m, busy, selected) for m in members):
         return SkipReason.TOPOLOGY_COHORT_BLOCKED
     if choose_profile(data.profiles, policy.resource_class, requirement) is None:
         return SkipReason.NO_POLICY_SATISFYING_PARAMETER_SOURCE
     return None
+
+
+def cohort_member_ready(
+    data: PlanningInput, policy: PolicyFacts, member: DeviceFacts, busy: set[UUID], selected: set[UUID]
+) -> bool:
+    """A member that does not block its cohort: selected, eligible, free (no active job and none
+    planned in this dispatch) and passed every single-node requirement."""
+    return (
+        member.id in selected
+        and member.eligible
+        and member.id not in data.active_jobs
+        and member.id not in busy
+        and passed_single_node(data, policy, member.id)
+    )
 
 
 def cohort_index(data: PlanningInput) -> dict[tuple[str, UUID, str], list[DeviceFacts]]:
@@ -355,32 +362,58 @@ def cohort_index(data: PlanningInput) -> dict[tuple[str, UUID, str], list[Device
     return cohorts
 
 
-def plan(data: PlanningInput) -> Plan:
-    exclusions: list[Exclusion] = []
-    skips: dict[tuple[UUID | None, str, str, str], set[UUID]] = defaultdict(set)
-    jobs: list[PlannedJob] = []
-    busy: set[UUID] = set()  # devices given a job in this plan
-    planned_cohorts: set[tuple[UUID, UUID]] = set()
+# --- the passes ---------------------------------------------------------------------------------
 
-    selected = [data.devices[d] for d in dict.fromkeys(data.selected)]
-    for device in sorted(selected, key=lambda d: str(d.id)):
+_SkipKey = tuple[UUID | None, str, str, SkipReason]
+
+
+@dataclass
+class _Skips:
+    """Skipped devices grouped by (topology, resource class, requirement, reason)."""
+
+    groups: dict[_SkipKey, set[UUID]] = field(default_factory=lambda: defaultdict(set))
+
+    def add(self, key: _SkipKey, device_ids: Sequence[UUID] | set[UUID]) -> None:
+        self.groups[key].update(device_ids)
+
+
+@dataclass(frozen=True)
+class SingleNodePass:
+    jobs: tuple[PlannedJob, ...]
+    exclusions: tuple[Exclusion, ...]
+    busy: frozenset[UUID]  # devices given a job by this pass
+
+
+def _planned(requirement: RequirementFacts, profile: ProfileFacts) -> PlannedRequirement:
+    return PlannedRequirement(requirement.name, requirement.test, profile.parameters, profile.id, profile.name)
+
+
+def _selected(data: PlanningInput) -> list[DeviceFacts]:
+    return sorted((data.devices[d] for d in dict.fromkeys(data.selected)), key=lambda d: str(d.id))
+
+
+def plan_single_node(data: PlanningInput, skips: _Skips) -> SingleNodePass:
+    """Exclusions, single-node skips, and one single-node job per device with work left."""
+    jobs: list[PlannedJob] = []
+    exclusions: list[Exclusion] = []
+    for device in _selected(data):
         policy = data.policies.get(device.resource_class)
-        reason = exclusion_of(device, policy)
-        if reason:
-            exclusions.append(Exclusion(device.id, reason))
+        excluded = exclusion_of(policy)
+        if excluded is not None:
+            exclusions.append(Exclusion(device.id, excluded))
             continue
+        assert policy is not None  # a missing policy is an exclusion
         remaining = []
         for requirement in policy.single_node:
             if not requirement.rerunnable:
                 continue
             skip = single_node_reason(data, device, policy, requirement)
-            if skip:
-                skips[(None, device.resource_class, requirement.name, skip)].add(device.id)
-            else:
-                profile = choose_profile(data.profiles, device.resource_class, requirement)
-                remaining.append(
-                    PlannedRequirement(requirement.name, requirement.test, profile.parameters, profile.id, profile.name)
-                )
+            if skip is not None:
+                skips.add((None, device.resource_class, requirement.name, skip), [device.id])
+                continue
+            profile = choose_profile(data.profiles, device.resource_class, requirement)
+            assert profile is not None  # the chain's last reason is "no profile"
+            remaining.append(_planned(requirement, profile))
         if remaining:
             jobs.append(
                 PlannedJob(
@@ -393,35 +426,47 @@ def plan(data: PlanningInput) -> Plan:
                     requirements=tuple(remaining),
                 )
             )
-            busy.add(device.id)
+    return SingleNodePass(
+        jobs=tuple(jobs),
+        exclusions=tuple(exclusions),
+        busy=frozenset(d for job in jobs for d in job.device_ids),
+    )
 
-    excluded = {e.device_id for e in exclusions}
+
+def plan_cohorts(data: PlanningInput, first: SingleNodePass, skips: _Skips) -> tuple[PlannedJob, ...]:
+    """One collective job per rack-acceptance requirement and topology whose cohort is ready."""
+    jobs: list[PlannedJob] = []
+    busy = set(first.busy)
+    excluded = {e.device_id for e in first.exclusions}
     cohorts = cohort_index(data)
+    selected = _selected(data)
     selected_ids = {d.id for d in selected}
-    for device in sorted(selected, key=lambda d: str(d.id)):
+    planned: set[tuple[UUID, UUID]] = set()
+    for device in selected:
         if device.id in excluded:
             continue
         policy = data.policies[device.resource_class]
         for requirement in policy.requirements:
-            if not (requirement.multi_node and requirement.rerunnable):
+            if not (requirement.multi_node and requirement.rerunnable and requirement.unit):
                 continue
             topology_id = device.topologies.get(requirement.unit)
             topology = data.topologies.get(topology_id) if topology_id else None
             if topology is None:
-                skips[(None, device.resource_class, requirement.name, SkipReason.TOPOLOGY_COHORT_BLOCKED)].add(
-                    device.id
+                skips.add(
+                    (None, device.resource_class, requirement.name, SkipReason.TOPOLOGY_COHORT_BLOCKED), [device.id]
                 )
                 continue
-            if (requirement.id, topology.id) in planned_cohorts:
+            if (requirement.id, topology.id) in planned:
                 continue
-            planned_cohorts.add((requirement.id, topology.id))
+            planned.add((requirement.id, topology.id))
             members = cohorts.get((requirement.unit, topology.id, policy.resource_class), [])
-            selected_members = sorted(selected_ids & {m.id for m in members}, key=str)
+            selected_members = selected_ids & {m.id for m in members}
             reason = cohort_reason(data, policy, requirement, topology, members, busy, selected_ids)
-            if reason:
-                skips[(topology.id, policy.resource_class, requirement.name, reason)].update(selected_members)
+            if reason is not None:
+                skips.add((topology.id, policy.resource_class, requirement.name, reason), selected_members)
                 continue
             profile = choose_profile(data.profiles, policy.resource_class, requirement)
+            assert profile is not None  # a cohort's last reason is "no profile"
             jobs.append(
                 PlannedJob(
                     workflow_name=WorkflowName.MULTI_NODE_COLLECTIVE,
@@ -430,26 +475,38 @@ def plan(data: PlanningInput) -> Plan:
                     resource_class=policy.resource_class,
                     policy_version=policy.version,
                     device_ids=tuple(m.id for m in members),
-                    requirements=(
-                        PlannedRequirement(
-                            requirement.name, requirement.test, profile.parameters, profile.id, profile.name
-                        ),
-                    ),
-                    topology_id=topology.id,
+                    requirements=(_planned(requirement, profile),),
+                    topology=topology,
                 )
             )
             busy.update(m.id for m in members)
+    return tuple(jobs)
 
-    def topology_label(topology_id: UUID | None) -> str:
-        return data.topologies[topology_id].label if topology_id in data.topologies else ""
 
-    skip_groups = sorted(
+def plan(data: PlanningInput) -> Plan:
+    skips = _Skips()
+    first = plan_single_node(data, skips)
+    cohort_jobs = plan_cohorts(data, first, skips)
+
+    def label(topology: TopologyFacts | None) -> str:
+        return topology.label if topology else ""
+
+    groups = sorted(
         (
-            SkipGroup(topology_id, rc, name, reason, tuple(sorted(devices, key=str)))
-            for (topology_id, rc, name, reason), devices in skips.items()
+            SkipGroup(
+                data.topologies.get(topology_id) if topology_id else None,
+                rc,
+                name,
+                reason,
+                tuple(sorted(devices, key=str)),
+            )
+            for (topology_id, rc, name, reason), devices in skips.groups.items()
             if devices
         ),
-        key=lambda g: (topology_label(g.topology_id), g.resource_class, g.requirement_name, g.reason),
+        key=lambda g: (label(g.topology), g.resource_class, g.requirement_name, g.reason),
     )
-    jobs.sort(key=lambda j: (j.workflow_name, topology_label(j.topology_id), [str(d) for d in j.device_ids]))
-    return Plan(jobs=tuple(jobs), skips=tuple(skip_groups), exclusions=tuple(exclusions))
+    jobs = sorted(
+        (*first.jobs, *cohort_jobs),
+        key=lambda j: (j.workflow_name, label(j.topology), [str(d) for d in j.device_ids]),
+    )
+    return Plan(jobs=tuple(jobs), skips=tuple(groups), exclusions=first.exclusions)

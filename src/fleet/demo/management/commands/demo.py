@@ -24,15 +24,16 @@ from django.db import connections
 from rich.console import Console
 from rich.table import Table
 
-from fleet.burnin.models import PolicyProgress, Verdict
-from fleet.burnin.rerun_dispatch import rerun_dispatch
+from fleet.burnin.models import PolicyProgress
+from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.core import embedded
 from fleet.core.dbbackend.base import APP_DATABASE
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.inventory.models import Satellite, Site
 from fleet.inventory.services import satellite_credentials_issue
-from fleet.jobs.models import ACTIVE_JOB_STATUSES, Job
+from fleet.jobs.models import Job
+from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, PlanningMode, Verdict
 
 EXAMPLE = Path(__file__).resolve().parents[5] / "examples" / "fleet.yaml"
 
@@ -180,10 +181,15 @@ class Command(BaseCommand):
             if not waiting:
                 continue
             outcome = rerun_dispatch(
-                site=site, device_ids=sorted(waiting, key=str), mode="non_passing", requested_by="demo operator"
+                site=site,
+                device_ids=sorted(waiting, key=str),
+                mode=PlanningMode.NON_PASSING,
+                requested_by="demo operator",
             )
-            if outcome.jobs:
-                console.print(f"{site.slug}: dispatched {len(outcome.jobs)} job(s) for {len(waiting)} device(s)")
+            if outcome.created_jobs:
+                console.print(
+                    f"{site.slug}: dispatched {len(outcome.created_jobs)} job(s) for {len(waiting)} device(s)"
+                )
         self.print_progress(console)
 
     def print_progress(self, console: Console) -> None:

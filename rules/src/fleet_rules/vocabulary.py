@@ -1,0 +1,197 @@
+"""The words of the domain, each defined once.
+
+Models, serializers, filters, SQL parameters and the fleet file take their values from these
+enums; nothing else spells a verdict, a state or a reason as a bare string. A member's `label`
+is what the API schema shows beside its value ("passed - PASSED"), so the spec's enum
+descriptions come out of these definitions unchanged.
+"""
+
+from __future__ import annotations
+
+from enum import EnumType, StrEnum
+
+
+class _VocabularyType(EnumType):
+    """Gives every vocabulary the `values` and `choices` of Django's `TextChoices`, so model
+    fields, serializers and filters take them as they would a `TextChoices` class."""
+
+    @property
+    def values(cls) -> list[str]:
+        return [member.value for member in cls._members()]
+
+    @property
+    def choices(cls) -> list[tuple[str, str]]:
+        """`(value, label)` pairs."""
+        return [(member.value, member.label) for member in cls._members()]
+
+    def _members(cls) -> list[Vocabulary]:
+        return list(cls.__members__.values())
+
+
+class Vocabulary(StrEnum, metaclass=_VocabularyType):
+    """A closed set of domain values (a `StrEnum`: members compare equal to their values)."""
+
+    @property
+    def label(self) -> str:
+        return self.name
+
+
+# --- inventory -----------------------------------------------------------------------------------
+
+
+class DeviceState(Vocabulary):
+    """A device's lifecycle state."""
+
+    STAGED = "staged"
+    BURN_IN = "burn_in"
+    ACCEPTED = "accepted"
+    IN_SERVICE = "in_service"
+    MAINTENANCE = "maintenance"
+    DECOMMISSIONED = "decommissioned"
+
+
+#: States in which burn-in may run on a device; any other state makes it ineligible.
+BURN_IN_STATES: frozenset[DeviceState] = frozenset({DeviceState.STAGED, DeviceState.BURN_IN, DeviceState.MAINTENANCE})
+
+
+class TopologyUnit(Vocabulary):
+    """What kind of group a topology is; multi-node requirements name one."""
+
+    NVLINK_DOMAIN = "nvlink-domain"
+    POD = "pod"
+    RACK = "rack"
+
+
+# --- policies ------------------------------------------------------------------------------------
+
+
+class RequirementScope(Vocabulary):
+    SINGLE_NODE = "single_node"
+    MULTI_NODE = "multi_node"
+
+
+#: The one gate multi-node requirements may belong to (for now), and the only one they may.
+RACK_ACCEPTANCE = "rack-acceptance"
+
+
+class Comparator(Vocabulary):
+    """How a measured value is compared with a threshold (`value <comparator> threshold`)."""
+
+    GT = "gt"
+    LT = "lt"
+    EQ = "eq"
+    GTE = "gte"
+    LTE = "lte"
+
+    @property
+    def label(self) -> str:
+        return self.value  # the spec lists comparators as "* `gt` - gt"
+
+
+# --- jobs ----------------------------------------------------------------------------------------
+
+
+class WorkflowName(Vocabulary):
+    """The workflows a satellite's agent advertises and jobs are created for."""
+
+    SINGLE_NODE = "SingleNodeBurnInWorkflow"
+    MULTI_NODE_COLLECTIVE = "MultiNodeBurnInCollectiveWorkflow"
+
+
+class JobStatus(Vocabulary):
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+
+ACTIVE_JOB_STATUSES: frozenset[JobStatus] = frozenset({JobStatus.QUEUED, JobStatus.RUNNING})
+#: How a job may end, in the order the API lists them; a job in one of these never moves again.
+JOB_OUTCOMES: tuple[JobStatus, ...] = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+TERMINAL_JOB_STATUSES: frozenset[JobStatus] = frozenset(JOB_OUTCOMES)
+
+
+class JobReason(Vocabulary):
+    """Why a job was created."""
+
+    DISPATCH = "dispatch"
+    RERUN = "rerun"
+    MANUAL = "manual"
+
+
+# --- burn-in evidence and the projection ----------------------------------------------------------
+
+
+class ExecutionStatus(Vocabulary):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    ERRORED = "errored"
+
+
+FINISHED_EXECUTION_STATUSES: frozenset[ExecutionStatus] = frozenset(
+    {ExecutionStatus.COMPLETED, ExecutionStatus.ERRORED}
+)
+
+
+class Verdict(Vocabulary):
+    """What the projection says about one target. `errored` is its own verdict: the test could not
+    judge the hardware, which is neither a pass nor a fail."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    ERRORED = "errored"
+    NOT_RUN = "not_run"
+    IN_PROGRESS = "in_progress"
+
+
+class EvaluationOutcome(Vocabulary):
+    """What became of one posted evaluation result (first match wins, in this order)."""
+
+    INVALID = "invalid"
+    STALE = "stale"
+    UNCHANGED = "unchanged"
+    WRITTEN = "written"
+
+
+# --- rerun planning ------------------------------------------------------------------------------
+
+
+class PlanningMode(Vocabulary):
+    NON_PASSING = "non_passing"
+    ALL = "all"
+
+
+class SkipReason(Vocabulary):
+    """Why a requirement of a selected device was not dispatched (listed in the spec's order; the
+    precedence between them is `planning.SINGLE_NODE_CHAIN`)."""
+
+    PROJECTION_PENDING = "projection_pending"
+    ALREADY_SATISFIED = "already_satisfied"
+    NO_POLICY_SATISFYING_PARAMETER_SOURCE = "no_policy_satisfying_parameter_source"
+    POLICY_CHANGED = "policy_changed"
+    WORKFLOW_UNAVAILABLE = "workflow_unavailable"
+    DEVICE_INELIGIBLE = "device_ineligible"
+    DEVICE_CONTENDED = "device_contended"
+    ALREADY_DISPATCHED = "already_dispatched"
+    TOPOLOGY_COHORT_BLOCKED = "topology_cohort_blocked"
+
+
+class ExclusionReason(Vocabulary):
+    """Why a selected device was left out of planning entirely."""
+
+    NO_ACCEPTANCE_POLICY = "no_acceptance_policy"
+    NO_SINGLE_NODE_REQUIREMENTS = "no_single_node_requirements"
+    NO_RERUN_REQUIREMENTS = "no_rerun_requirements"
+
+
+class ConstraintOperator(Vocabulary):
+    """Operators of a requirement's parameter constraints (`{"duration_s": {"gte": 3600}}`)."""
+
+    EQ = "eq"
+    NE = "ne"
+    GT = "gt"
+    GTE = "gte"
+    LT = "lt"
+    LTE = "lte"
+    IN = "in"

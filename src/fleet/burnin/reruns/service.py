@@ -1,0 +1,70 @@
+"""`rerun_plan_preview` and `rerun_dispatch`: load → plan → (dispatch only) create the plan's
+jobs through the standard Job path, under the devices' locks."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from fleet.burnin.reruns.load import check_selection, involved_devices, load_planning_input
+from fleet.core.locks import lock_in_pk_order
+from fleet.inventory.models import Device, Site
+from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
+from fleet_rules.planning import Plan, PlannedJob, TopologyFacts, plan
+from fleet_rules.vocabulary import JobReason, PlanningMode, WorkflowName
+
+
+@dataclass(frozen=True)
+class CreatedJob:
+    """A job a dispatch created, as the response names it."""
+
+    job_id: UUID
+    workflow_name: WorkflowName
+    topology: TopologyFacts | None
+    device_ids: tuple[UUID, ...]
+
+
+@dataclass(frozen=True)
+class DispatchOutcome:
+    plan: Plan
+    created_jobs: tuple[CreatedJob, ...]  # in the order of plan.jobs; empty for a preview
+
+    @property
+    def planned_jobs(self) -> tuple[PlannedJob, ...]:
+        return self.plan.jobs
+
+
+def rerun_plan_preview(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode) -> DispatchOutcome:
+    selected = check_selection(site, device_ids)
+    data = load_planning_input(selected=selected, mode=mode, involved=involved_devices(selected))
+    return DispatchOutcome(plan=plan(data), created_jobs=())
+
+
+@transaction.atomic
+def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode, requested_by: str) -> DispatchOutcome:
+    selected = check_selection(site, device_ids)
+    involved = involved_devices(selected)
+    lock_in_pk_order(Device, involved)
+    jobs_expire_leases_holding(device_ids=involved, now=timezone.now())
+    decided = plan(load_planning_input(selected=selected, mode=mode, involved=involved))
+    specs = [
+        JobSpec(
+            site_id=job.site_id,
+            satellite_id=job.satellite_id,
+            workflow_name=job.workflow_name,
+            device_ids=job.device_ids,
+            parameters=job.parameters(),
+            topology_id=job.topology_id,
+        )
+        for job in decided.jobs
+    ]
+    jobs = jobs_create(specs=specs, requested_by=requested_by, reason=JobReason.DISPATCH, locked=True)
+    created = tuple(
+        CreatedJob(job.id, planned.workflow_name, planned.topology, planned.device_ids)
+        for planned, job in zip(decided.jobs, jobs, strict=True)
+    )
+    return DispatchOutcome(plan=decided, created_jobs=created)

@@ -1,0 +1,184 @@
+"""Who is calling, and what that confines them to.
+
+A caller is a person (a Django user, signed in with a session) or a machine client (an OAuth2
+bearer token). A client bound to a satellite (`SatelliteCredential`) acts only as that satellite
+and only on its site, with the satellite scopes; a client owned by an active person is that
+person's automation. Every other client — e.g. one whose satellite was deleted — may not act.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, TypeAlias
+from uuid import UUID
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Model
+from oauth2_provider.models import AbstractAccessToken, AbstractApplication
+from oauth2_provider.scopes import SettingsScopes
+
+from fleet.core.exceptions import PermissionDeniedError
+from fleet.inventory.models import Satellite, SatelliteCredential
+from fleet_rules.vocabulary import Vocabulary
+
+#: What a satellite's agent needs; operators' own clients may also hold `job:create`.
+SATELLITE_SCOPES = (
+    "fleet:read",
+    "test-execution:report",
+    "test-execution:evaluate",
+    "burn-in-policy-progress:write",
+    "job:run",
+)
+
+
+@dataclass(eq=False)
+class ClientPrincipal:
+    """`request.user` for bearer-token requests (client-credentials tokens carry no person)."""
+
+    token: AbstractAccessToken
+    user: AbstractBaseUser | None = None
+    is_authenticated: bool = field(default=True, init=False)
+    is_anonymous: bool = field(default=False, init=False)
+    is_active: bool = field(default=True, init=False)
+    is_staff: bool = field(default=False, init=False)
+    is_superuser: bool = field(default=False, init=False)
+    pk: None = field(default=None, init=False)
+    id: None = field(default=None, init=False)
+
+    @property
+    def application(self) -> AbstractApplication:
+        return self.token.application
+
+    @cached_property
+    def satellite(self) -> Satellite | None:
+        """The satellite this client is bound to, with its site (one query, once per request)."""
+        return (
+            Satellite.objects.select_related("site")
+            .filter(credential__application_id=self.token.application_id)
+            .first()
+        )
+
+    @property
+    def site_id(self) -> UUID | None:
+        satellite = self.satellite
+        return satellite.site_id if satellite else None
+
+    def has_perm(self, perm: str, obj: Model | None = None) -> bool:
+        return False
+
+    def has_perms(self, perms: Any, obj: Model | None = None) -> bool:
+        return False
+
+    def get_username(self) -> str:
+        return f"client:{self.application.name}"
+
+    def __str__(self) -> str:
+        return self.get_username()
+
+
+#: Whoever a service acts for: a client, a person, or nobody in particular (a command, a test).
+Actor: TypeAlias = ClientPrincipal | AbstractBaseUser | AnonymousUser | None
+
+
+class PrincipalKind(Vocabulary):
+    CLIENT = "client"
+    USER = "user"
+
+    @property
+    def label(self) -> str:
+        return self.value
+
+
+@dataclass(frozen=True)
+class Caller:
+    """What `whoami` tells a caller about itself."""
+
+    principal: str
+    kind: PrincipalKind
+    scopes: list[str]
+    site_slug: str | None
+    satellite_name: str | None
+
+
+def describe_caller(actor: Actor, scopes: list[str]) -> Caller:
+    satellite = caller_satellite(actor)
+    return Caller(
+        principal=actor_label(actor),
+        kind=PrincipalKind.CLIENT if isinstance(actor, ClientPrincipal) else PrincipalKind.USER,
+        scopes=sorted(scopes),
+        site_slug=satellite.site.slug if satellite else None,
+        satellite_name=satellite.name if satellite else None,
+    )
+
+
+def actor_label(actor: Actor) -> str:
+    """A short, stable description of who did something, for audit fields."""
+    if isinstance(actor, ClientPrincipal):
+        return actor.get_username()
+    if actor is not None and actor.is_authenticated:
+        return f"user:{actor.get_username()}"
+    return "system"
+
+
+def caller_satellite(actor: Actor) -> Satellite | None:
+    """The satellite a caller is bound to, if it is one's client."""
+    return actor.satellite if isinstance(actor, ClientPrincipal) else None
+
+
+def site_restriction(actor: Actor) -> UUID | None:
+    """The only site a caller may act on, or None when it is not confined to one site."""
+    satellite = caller_satellite(actor)
+    return satellite.site_id if satellite is not None else None
+
+
+def ensure_acts_as_satellite(actor: Actor, satellite: Satellite) -> None:
+    """A satellite-bound client may act only as its own satellite (403 otherwise)."""
+    own = caller_satellite(actor)
+    if own is not None and own.id != satellite.id:
+        raise PermissionDeniedError(f"This client is bound to satellite {own}; it cannot act as {satellite}.")
+
+
+def ensure_site_allowed(actor: Actor, site_id: UUID) -> None:
+    """A satellite-bound client may act only on its own site (403 otherwise)."""
+    restricted = site_restriction(actor)
+    if restricted is not None and restricted != site_id:
+        raise PermissionDeniedError("This client is bound to another site.")
+
+
+# --- which scopes a client may hold ---------------------------------------------------------------
+
+SATELLITE, OPERATOR = "satellite", "operator"
+
+
+def client_kind(application: AbstractApplication) -> str | None:
+    """`satellite` (bound to a live satellite), `operator` (owned by an active user) or None."""
+    if SatelliteCredential.objects.filter(application_id=application.pk).exists():
+        return SATELLITE
+    if application.user_id is not None and application.user.is_active:
+        return OPERATOR
+    return None
+
+
+class ClientScopes(SettingsScopes):
+    """django-oauth-toolkit's scopes backend, failing closed: a satellite's client gets the
+    satellite scopes and nothing more, an operator client every scope, any other client none."""
+
+    def get_available_scopes(
+        self, application: AbstractApplication | None = None, request: Any = None, *args: Any, **kwargs: Any
+    ) -> list[str]:
+        scopes: list[str] = super().get_available_scopes(application, request, *args, **kwargs)
+        if application is None:
+            return scopes
+        kind = client_kind(application)
+        if kind == SATELLITE:
+            return [s for s in scopes if s in SATELLITE_SCOPES]
+        return scopes if kind == OPERATOR else []
+
+    def get_default_scopes(
+        self, application: AbstractApplication | None = None, request: Any = None, *args: Any, **kwargs: Any
+    ) -> list[str]:
+        if application is not None and client_kind(application) == SATELLITE:
+            return list(SATELLITE_SCOPES)
+        defaults: list[str] = super().get_default_scopes(application, request, *args, **kwargs)
+        return defaults

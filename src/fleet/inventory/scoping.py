@@ -1,0 +1,34 @@
+"""Read views confined to the caller's site: a satellite-bound client sees only its own site's rows.
+
+Kept apart from `identity` because DRF's view classes read the authentication settings when
+imported, and the authentication class itself imports `identity`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import QuerySet
+from rest_framework import viewsets
+from rest_framework.request import Request
+
+from fleet.inventory.identity import site_restriction
+
+
+class SiteScopedQuerysetMixin:
+    """Rows that belong to a site: a satellite-bound client sees only its own site's rows
+    (`site_lookup` names the path to the row's site id)."""
+
+    site_lookup = "site_id"
+    request: Request
+
+    def get_queryset(self) -> QuerySet[Any]:
+        queryset: QuerySet[Any] = super().get_queryset()  # type: ignore[misc]
+        restricted = site_restriction(self.request.user)
+        if restricted is not None:
+            queryset = queryset.filter(**{self.site_lookup: restricted})
+        return queryset
+
+
+class SiteScopedReadViewSet(SiteScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
+    required_scopes = ["fleet:read"]
+    lookup_value_converter = "uuid"
