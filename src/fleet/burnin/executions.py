@@ -57,28 +57,55 @@ def next_updated_at(previous: datetime | None, now: datetime) -> datetime:
     return now
 
 
-def _target(report: ExecutionReport) -> tuple[Device | None, Topology | None]:
+@dataclass(frozen=True)
+class ReportTarget:
+    """What an execution runs on: a device (single-node) or a topology (multi-node)."""
+
+    device: Device | None = None
+    topology: Topology | None = None
+
+    @property
+    def row(self) -> Device | Topology:
+        row = self.device if self.device is not None else self.topology
+        assert row is not None  # the request serializer holds a report to exactly one
+        return row
+
+    @property
+    def site_id(self) -> UUID:
+        return self.row.site_id
+
+    def describe(self) -> str:
+        if self.device is not None:
+            return f"device {self.device.hostname}"
+        assert self.topology is not None
+        return f"topology {self.topology.label}"
+
+
+def _target(report: ExecutionReport) -> ReportTarget:
     if report.device_id is not None:
         device = Device.objects.select_related("site").filter(id=report.device_id).first()
         if device is None:
             raise ValidationError({"device_id": [f"No device {report.device_id}."]})
-        return device, None
+        return ReportTarget(device=device)
+    assert report.topology_id is not None  # the request serializer holds a report to exactly one
     topology = Topology.objects.select_related("site").filter(id=report.topology_id).first()
     if topology is None:
         raise ValidationError({"topology_id": [f"No topology {report.topology_id}."]})
-    return None, topology
+    return ReportTarget(topology=topology)
 
 
-def _requirement(report: ExecutionReport, device: Device | None, topology: Topology | None) -> Requirement:
+def _requirement(report: ExecutionReport, target: ReportTarget) -> Requirement:
     """The requirement the execution judges, from its name or its test, within the policies of
     the target's resource class(es)."""
     candidates = Requirement.objects.select_related("policy").filter(retired_at__isnull=True)
-    if device is not None:
-        candidates = candidates.filter(policy__resource_class=device.resource_class, scope=RequirementScope.SINGLE_NODE)
-    else:
-        resource_classes = Device.objects.filter(memberships__topology=topology).values("resource_class")
+    if target.device is not None:
         candidates = candidates.filter(
-            policy__resource_class__in=resource_classes, scope=RequirementScope.MULTI_NODE, unit=topology.unit
+            policy__resource_class=target.device.resource_class, scope=RequirementScope.SINGLE_NODE
+        )
+    elif target.topology is not None:
+        resource_classes = Device.objects.filter(memberships__topology=target.topology).values("resource_class")
+        candidates = candidates.filter(
+            policy__resource_class__in=resource_classes, scope=RequirementScope.MULTI_NODE, unit=target.topology.unit
         )
     field = "requirement" if report.requirement else "test"
     if report.requirement:
@@ -88,8 +115,7 @@ def _requirement(report: ExecutionReport, device: Device | None, topology: Topol
     found = list(candidates[:2])
     if not found:
         what = f"requirement {report.requirement!r}" if report.requirement else f"test {report.test!r}"
-        target = f"device {device.hostname}" if device else f"topology {topology.label}"
-        raise ValidationError({field: [f"No active {what} in the acceptance policy of {target}."]})
+        raise ValidationError({field: [f"No active {what} in the acceptance policy of {target.describe()}."]})
     if len(found) > 1:
         raise ValidationError({field: ["More than one requirement matches; name the requirement."]})
     return found[0]
@@ -107,13 +133,13 @@ def _job(report: ExecutionReport, site_id: UUID) -> Job | None:
 @transaction.atomic
 def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Actor, reported_by: str) -> ReportOutcome:
     """Create the execution, or apply the report's changes to it (a replay changes nothing)."""
-    device, topology = _target(report)
-    site_id = (device or topology).site_id
+    target = _target(report)
+    site_id = target.site_id
     ensure_site_allowed(actor, site_id)
 
     existing = TestExecution.objects.select_for_update().filter(id=execution_id).first()
     if existing is None:
-        requirement = _requirement(report, device, topology)
+        requirement = _requirement(report, target)
         job = _job(report, site_id)
         now = timezone.now()
         execution = TestExecution(
@@ -122,8 +148,8 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
             job=job,
             requirement=requirement,
             test=report.test or requirement.test,
-            device=device,
-            topology=topology,
+            device=target.device,
+            topology=target.topology,
             status=report.status,
             parameters=report.parameters,
             metrics=report.metrics,
@@ -142,17 +168,15 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
             existing = TestExecution.objects.select_for_update().get(id=execution_id)
         else:
             return ReportOutcome(execution, created=True)
-    return _update(existing, report, device, topology)
+    return _update(existing, report, target)
 
 
-def _update(
-    execution: TestExecution, report: ExecutionReport, device: Device | None, topology: Topology | None
-) -> ReportOutcome:
+def _update(execution: TestExecution, report: ExecutionReport, target: ReportTarget) -> ReportOutcome:
     if (execution.device_id, execution.topology_id) != (
-        device.id if device else None,
-        topology.id if topology else None,
+        target.device.id if target.device else None,
+        target.topology.id if target.topology else None,
     ):
-        field = "device_id" if device else "topology_id"
+        field = "device_id" if target.device else "topology_id"
         raise ValidationError({field: ["An execution's target cannot change; report a new execution id."]})
     if report.requirement and report.requirement != execution.requirement.name:
         raise ValidationError({"requirement": ["An execution's requirement cannot change."]})

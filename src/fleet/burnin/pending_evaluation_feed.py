@@ -81,7 +81,9 @@ def _resume_after(satellite: Satellite, cursor: str | None) -> tuple[datetime, U
     payload = cursor_decode(cursor, purpose="pending", restart_hint="Start again without a cursor.")
     if payload.get("satellite") != str(satellite.id):
         raise ValidationError({"cursor": ["This cursor belongs to another satellite's feed."]})
-    return parse_datetime(payload["at"]), UUID(payload["id"])
+    at = parse_datetime(payload["at"])
+    assert at is not None  # we signed it
+    return at, UUID(payload["id"])
 
 
 def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | None = None) -> PendingPage:
@@ -91,8 +93,8 @@ def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | 
     requirements = dict(Requirement.objects.values_list("id", "name"))
     resolutions = load_resolutions((requirement_id, satellite.site_id) for requirement_id in requirements)
     ids = list(requirements)
-    with connection.cursor() as cursor:
-        cursor.execute(
+    with connection.cursor() as db:
+        db.execute(
             _PAGE,
             {
                 "requirement_ids": ids,
@@ -105,7 +107,7 @@ def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | 
                 "limit": limit + 1,
             },
         )
-        rows = cursor.fetchall()
+        rows = db.fetchall()
     has_more = len(rows) > limit
     rows = rows[:limit]
     items = [

@@ -13,9 +13,12 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
+from django.core.exceptions import SuspiciousOperation
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError
-from django.http import Http404, HttpRequest, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.views import csrf as django_csrf
+from django.views import defaults
 from django.views.decorators.csrf import csrf_exempt
 from rest_framework import exceptions, status
 from rest_framework.response import Response
@@ -115,10 +118,11 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
         return Response(error_body(exc.detail, exc.code, fields), status=exc.status_code)
 
     if isinstance(exc, exceptions.APIException):
-        if getattr(exc, "auth_header", None):
-            headers["WWW-Authenticate"] = exc.auth_header
-        if getattr(exc, "wait", None):
-            headers["Retry-After"] = str(int(exc.wait))
+        auth_header, wait = getattr(exc, "auth_header", None), getattr(exc, "wait", None)
+        if auth_header:
+            headers["WWW-Authenticate"] = auth_header
+        if wait:
+            headers["Retry-After"] = str(int(wait))
         if isinstance(exc, exceptions.ValidationError):
             body = validation_error_body(exc.detail)
         else:
@@ -163,40 +167,32 @@ def api_not_found(request: HttpRequest, *args: Any, **kwargs: Any) -> JsonRespon
     return JsonResponse(error_body("Not found.", ErrorCode.NOT_FOUND), status=404)
 
 
-def csrf_failure(request: HttpRequest, reason: str = ""):
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
     """CSRF_FAILURE_VIEW: the uniform body under /api/, Django's page elsewhere."""
     if _is_api(request):
         return JsonResponse(error_body(f"CSRF Failed: {reason}", ErrorCode.PERMISSION_DENIED), status=403)
-    from django.views.csrf import csrf_failure as default
-
-    return default(request, reason=reason)
+    return django_csrf.csrf_failure(request, reason=reason)
 
 
-def handler404(request: HttpRequest, exception: Exception | None = None):
+def handler404(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
         return api_not_found(request)
-    from django.views import defaults
-
-    return defaults.page_not_found(request, exception)
+    return defaults.page_not_found(request, exception or Http404())
 
 
-def handler400(request: HttpRequest, exception: Exception | None = None):
+def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
         return JsonResponse(error_body("Bad request.", ErrorCode.INVALID), status=400)
-    from django.views import defaults
-
-    return defaults.bad_request(request, exception)
+    return defaults.bad_request(request, exception or SuspiciousOperation())
 
 
-def handler403(request: HttpRequest, exception: Exception | None = None):
+def handler403(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
         return JsonResponse(error_body("Permission denied.", ErrorCode.PERMISSION_DENIED), status=403)
-    from django.views import defaults
-
-    return defaults.permission_denied(request, exception)
+    return defaults.permission_denied(request, exception or DjangoPermissionDenied())
 
 
-def handler500(request: HttpRequest):
+def handler500(request: HttpRequest) -> HttpResponse:
     exc = sys.exc_info()[1]
     if exc is not None and _is_database_unavailable(exc):
         response = JsonResponse(error_body(DB_UNAVAILABLE_DETAIL, ErrorCode.SERVICE_UNAVAILABLE), status=503)
@@ -204,6 +200,4 @@ def handler500(request: HttpRequest):
         return response
     if _is_api(request):
         return JsonResponse(error_body(SAFE_500_DETAIL, ErrorCode.ERROR), status=500)
-    from django.views import defaults
-
     return defaults.server_error(request)

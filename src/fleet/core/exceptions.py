@@ -14,8 +14,8 @@ from fleet.core.error_schema import ErrorCode
 class FleetError(Exception):
     """A domain error with an HTTP status and a stable code (e.g. a conflict)."""
 
-    status_code = status.HTTP_400_BAD_REQUEST
-    code = ErrorCode.INVALID
+    status_code: int = status.HTTP_400_BAD_REQUEST
+    code: ErrorCode = ErrorCode.INVALID
 
     def __init__(self, detail: str, *, field_errors: dict[str, list[str]] | None = None) -> None:
         super().__init__(detail)

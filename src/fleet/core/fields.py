@@ -9,12 +9,15 @@ carry only strings, so there the stock (string-parsing) behaviour applies.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from drf_spectacular.extensions import OpenApiSerializerFieldExtension
 from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 from rest_framework.request import Request
+
+if TYPE_CHECKING:
+    from django.utils.functional import _StrOrPromise as StrOrPromise
 
 FORM_MEDIA_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
@@ -23,9 +26,9 @@ def is_form_request(request: Request | None) -> bool:
     return request is not None and (request.content_type or "").split(";")[0].strip() in FORM_MEDIA_TYPES
 
 
-class _StrictJsonMixin:
+class _StrictJsonMixin(serializers.Field):
     json_types: tuple[type, ...] = ()
-    default_error_messages = {"wrong_type": "Expected {expected}, got {actual}."}
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {"wrong_type": "Expected {expected}, got {actual}."}
     expected = ""
 
     def _typed_body(self) -> bool:

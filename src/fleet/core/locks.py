@@ -14,9 +14,9 @@ M = TypeVar("M", bound=models.Model)
 def lock_in_pk_order(model: type[M], ids: Iterable[Any], *, related: tuple[str, ...] = ()) -> list[M]:
     """SELECT … FOR UPDATE of these rows, ordered by primary key (one query). Must run inside a
     transaction; the locks last until it ends."""
-    queryset = model.objects.filter(pk__in=sorted(set(ids), key=str)).order_by("pk")
+    queryset = model._default_manager.filter(pk__in=sorted(set(ids), key=str)).order_by("pk")
     if related:
         queryset = queryset.select_related(*related)
     # FOR NO KEY UPDATE: excludes other lockers of these rows, yet lets inserts that merely
     # reference them (an execution report naming the device) proceed.
-    return list(queryset.select_for_update(no_key=True, **({"of": ("self",)} if related else {})))
+    return list(queryset.select_for_update(no_key=True, of=("self",) if related else ()))

@@ -8,7 +8,7 @@ class FleetCursorPagination(CursorPagination):
     page_size = 100
     page_size_query_param = "limit"
     max_page_size = 500
-    ordering = ("created_at", "id")
+    ordering: tuple[str, ...] = ("created_at", "id")
 
     def decode_cursor(self, request):
         """A cursor that was not issued by us is a bad parameter (400 on `cursor`), not a 404."""

@@ -9,7 +9,7 @@ from fleet.core.fields import MetricDisplayValueField
 
 # One rule of a threshold resolution (`fleet_rules.resolution`). No docstring: it would become the
 # schema component's description.
-class ResolvedRuleSerializer(serializers.Serializer):  # type: ignore[type-arg]
+class ResolvedRuleSerializer(serializers.Serializer):
     metric = serializers.CharField()
     statistic = serializers.CharField(allow_null=True)
     comparator = serializers.CharField()

@@ -16,8 +16,8 @@ class ClientRateThrottle(SimpleRateThrottle):
     scope = "client"
 
     def get_rate(self) -> str | None:
-        rate: str | None = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
-        return rate
+        rate = api_settings.DEFAULT_THROTTLE_RATES.get(self.scope)
+        return None if rate is None else str(rate)
 
     def allow_request(self, request: Request, view: Any) -> bool:
         application_id = getattr(request.auth, "application_id", None)
@@ -35,5 +35,5 @@ class ClientRateThrottle(SimpleRateThrottle):
         self.key = self.cache_format % {"scope": self.scope, "ident": ident}
         return super().allow_request(request, view)
 
-    def get_cache_key(self, request: Request, view: Any) -> str:
+    def get_cache_key(self, request: Request, view: Any) -> str | None:
         return self.key

@@ -278,11 +278,13 @@ class _Applier:
     # --- policies ---------------------------------------------------------------------------
 
     def apply_policy(self, decl: PolicyDecl) -> None:
-        policy = AcceptancePolicy.objects.filter(resource_class=decl.resource_class).first()
-        created = policy is None
-        if created:
+        existing = AcceptancePolicy.objects.filter(resource_class=decl.resource_class).first()
+        created = existing is None
+        if existing is None:
             policy = AcceptancePolicy.objects.create(resource_class=decl.resource_class, description=decl.description)
             self.count("policies", "created")
+        else:
+            policy = existing
         requirements = {r.name: r for r in Requirement.objects.filter(policy=policy)}
         rules_by_requirement: dict[Any, dict[tuple, ThresholdRule]] = defaultdict(dict)
         for rule in ThresholdRule.objects.filter(requirement__policy=policy):

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, TypeVar, overload
 
 import yaml
 
@@ -25,6 +25,7 @@ from fleet_rules.vocabulary import (
 )
 
 CONSTRAINT_OPERATORS = tuple(ConstraintOperator.values)
+ORDERING_OPERATORS = (ConstraintOperator.GT, ConstraintOperator.GTE, ConstraintOperator.LT, ConstraintOperator.LTE)
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,7 @@ class FleetFileError(Exception):
 
 
 _MISSING = object()
+T = TypeVar("T")
 
 
 class _Reader:
@@ -149,6 +151,49 @@ class _Reader:
             return []
         return [(f"{at}[{index}]", item) for index, item in enumerate(value)]
 
+    @overload
+    def string(
+        self,
+        parent: dict[str, Any],
+        key: str,
+        where: str,
+        *,
+        required: Literal[True] = True,
+        pattern: str | None = None,
+        max_length: int | None = None,
+        choices: list[str] | None = None,
+    ) -> str: ...
+
+    @overload
+    def string(
+        self,
+        parent: dict[str, Any],
+        key: str,
+        where: str,
+        *,
+        required: Literal[False],
+        default: str,
+        pattern: str | None = None,
+        max_length: int | None = None,
+        choices: list[str] | None = None,
+        non_blank: bool = False,
+    ) -> str: ...
+
+    @overload
+    def string(
+        self,
+        parent: dict[str, Any],
+        key: str,
+        where: str,
+        *,
+        required: Literal[False],
+        default: None = None,
+        pattern: str | None = None,
+        max_length: int | None = None,
+        choices: list[str] | None = None,
+        non_blank: bool = False,
+    ) -> str | None: ...
+
     def string(
         self,
         parent: dict[str, Any],
@@ -162,18 +207,21 @@ class _Reader:
         choices: list[str] | None = None,
         non_blank: bool = False,
     ) -> str | None:
+        """The string at `parent[key]`, or, after recording the problem, the default — `""` for a
+        required one (the document is refused anyway; `""` keeps the declarations typed)."""
         at = f"{where}.{key}"
+        fallback = "" if required else default
         value = parent.get(key, _MISSING)
         if value is _MISSING or value is None:
             if required:
                 self.problem(at, "is required")
-            return default
+            return fallback
         if not isinstance(value, str):
             self.problem(at, f"must be a string, got {_type_name(value)}")
-            return default
+            return fallback
         if (required or non_blank) and not value.strip():
             self.problem(at, "must not be empty")
-            return default
+            return fallback
         if max_length is not None and len(value) > max_length:
             self.problem(at, f"must be at most {max_length} characters, got {len(value)}")
         if pattern is not None and not re.match(pattern, value):
@@ -272,7 +320,7 @@ def _read_document(r: _Reader, raw: Any) -> FleetDocument:
 def _check_unique(r: _Reader, keyed: list[tuple[str, Any]], field_name: str, what: str) -> None:
     seen: dict[Any, str] = {}
     for where, key in keyed:
-        if key is None:
+        if not key:  # missing or blank: already a problem of its own
             continue
         if key in seen:
             r.problem(f"{where}.{field_name}", f"duplicate {what} {key!r} (first at {seen[key]})")
@@ -280,7 +328,7 @@ def _check_unique(r: _Reader, keyed: list[tuple[str, Any]], field_name: str, wha
             seen[key] = where
 
 
-def _present(pairs: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+def _present(pairs: list[tuple[str, T | None]]) -> list[tuple[str, T]]:
     return [(where, decl) for where, decl in pairs if decl is not None]
 
 
@@ -375,8 +423,9 @@ def _read_policy(r: _Reader, where: str, raw: Any) -> PolicyDecl | None:
     m = r.mapping(raw, where, {"resource_class", "description", "requirements"})
     if m is None:
         return None
-    requirements = [(w, _read_requirement(r, w, item)) for w, item in r.items(m, "requirements", where, required=True)]
-    requirements = [(w, q) for w, q in requirements if q is not None]
+    requirements = _present(
+        [(w, _read_requirement(r, w, item)) for w, item in r.items(m, "requirements", where, required=True)]
+    )
     _check_unique(r, [(w, q.name) for w, q in requirements], "name", "requirement")
     return PolicyDecl(
         resource_class=r.string(m, "resource_class", where, max_length=255),
@@ -412,7 +461,7 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
     if scope == RequirementScope.MULTI_NODE:
         if unit is None:
             r.problem(f"{where}.unit", "is required for a multi_node requirement")
-        if gate is not None and gate != RACK_ACCEPTANCE:
+        if gate and gate != RACK_ACCEPTANCE:
             r.problem(f"{where}.gate", f"multi_node requirements belong to gate {RACK_ACCEPTANCE!r}")
     elif scope == RequirementScope.SINGLE_NODE:
         if unit is not None:
@@ -428,12 +477,13 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
         for operator, value in condition.items():
             if operator not in CONSTRAINT_OPERATORS:
                 r.problem(f"{at}.{operator}", f"unknown operator (use {', '.join(CONSTRAINT_OPERATORS)})")
-            elif operator in ("gt", "gte", "lt", "lte") and not _is_number(value):
+            elif operator in ORDERING_OPERATORS and not _is_number(value):
                 r.problem(f"{at}.{operator}", "must be a number")
-            elif operator == "in" and not isinstance(value, list):
+            elif operator == ConstraintOperator.IN and not isinstance(value, list):
                 r.problem(f"{at}.{operator}", "must be a list")
-    thresholds = [(w, _read_threshold(r, w, item)) for w, item in r.items(m, "thresholds", where, required=True)]
-    thresholds = [(w, t) for w, t in thresholds if t is not None]
+    thresholds = _present(
+        [(w, _read_threshold(r, w, item)) for w, item in r.items(m, "thresholds", where, required=True)]
+    )
     if not thresholds and isinstance(m.get("thresholds"), list):
         r.problem(f"{where}.thresholds", "a requirement needs at least one threshold to judge anything")
     _check_unique(
@@ -465,7 +515,7 @@ def _read_threshold(r: _Reader, where: str, raw: Any) -> ThresholdDecl | None:
         r.problem(f"{where}.threshold", "is required")
         threshold = 0
     elif isinstance(threshold, str):
-        if comparator is not None and comparator != Comparator.EQ:
+        if comparator and comparator != Comparator.EQ:
             r.problem(f"{where}.threshold", "a string threshold can only be compared with eq")
     elif not _is_number(threshold):
         r.problem(f"{where}.threshold", f"must be a finite number or a string, got {_type_name(threshold)}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
+from uuid import UUID
 
 import yaml
 
@@ -16,27 +17,27 @@ from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requiremen
 
 
 def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
-    sites = Site.objects.order_by("slug")
+    chosen = Site.objects.order_by("slug")
     if site_slugs:
-        sites = sites.filter(slug__in=site_slugs)
-    sites = list(sites)
+        chosen = chosen.filter(slug__in=site_slugs)
+    sites = list(chosen)
     site_ids = [s.id for s in sites]
-    satellites = defaultdict(list)
-    satellite_names = {}
+    satellites: dict[UUID, list[dict[str, Any]]] = defaultdict(list)
+    satellite_names: dict[UUID, str] = {}
     for sat in Satellite.objects.filter(site_id__in=site_ids).order_by("name"):
         satellites[sat.site_id].append({"name": sat.name})
         satellite_names[sat.id] = sat.name
-    topologies = defaultdict(list)
+    topologies: dict[UUID, list[dict[str, Any]]] = defaultdict(list)
     for t in Topology.objects.filter(site_id__in=site_ids).order_by("unit", "label"):
         topologies[t.site_id].append({"unit": t.unit, "label": t.label, "satellite": satellite_names[t.satellite_id]})
-    memberships = defaultdict(dict)
+    memberships: dict[UUID, dict[str, str]] = defaultdict(dict)
     for device_id, unit, label in TopologyMembership.objects.filter(device__site_id__in=site_ids).values_list(
         "device_id", "unit", "topology__label"
     ):
         memberships[device_id][unit] = label
-    devices = defaultdict(list)
+    devices: dict[UUID, list[dict[str, Any]]] = defaultdict(list)
     for d in Device.objects.filter(site_id__in=site_ids).order_by("hostname").iterator(chunk_size=2000):
-        entry = {
+        entry: dict[str, Any] = {
             "hostname": d.hostname,
             "serial": d.serial,
             "resource_class": d.resource_class,
@@ -51,7 +52,7 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
     site_slug_by_id = dict(Site.objects.values_list("id", "slug"))
     rules = defaultdict(list)
     for rule in ThresholdRule.objects.order_by("metric", "statistic", "site__slug"):
-        entry: dict[str, Any] = {"metric": rule.metric}
+        entry = {"metric": rule.metric}
         if rule.statistic is not None:
             entry["statistic"] = rule.statistic
         entry["comparator"] = rule.comparator

@@ -37,5 +37,5 @@ class BearerTokenAuthentication(OAuth2Authentication):
 class BearerTokenScheme(DjangoOAuthToolkitScheme):
     """Documents bearer auth as the spec's `oauth2` scheme with each view's scopes."""
 
-    target_class = BearerTokenAuthentication
+    target_class = f"{__name__}.BearerTokenAuthentication"
     name = "oauth2"

@@ -108,7 +108,9 @@ class Device(TimeStamped):
     enrolled_at = models.DateTimeField(
         null=True, blank=True, help_text="Null until enrolled; enrolled devices are burn-in targets."
     )
-    topologies = models.ManyToManyField(Topology, through="TopologyMembership", related_name="devices")
+    topologies: models.ManyToManyField[Topology, TopologyMembership] = models.ManyToManyField(
+        Topology, through="TopologyMembership", related_name="devices"
+    )
 
     class Meta:
         ordering = ["site__slug", "hostname"]

@@ -19,16 +19,16 @@ class SiteScopedQuerysetMixin:
     (`site_lookup` names the path to the row's site id)."""
 
     site_lookup = "site_id"
-    request: Request
 
     def get_queryset(self) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset()  # type: ignore[misc]
-        restricted = site_restriction(self.request.user)
+        request: Request = self.request  # type: ignore[attr-defined]
+        restricted = site_restriction(request.user)
         if restricted is not None:
             queryset = queryset.filter(**{self.site_lookup: restricted})
         return queryset
 
 
-class SiteScopedReadViewSet(SiteScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):  # type: ignore[type-arg]
-    required_scopes = ["fleet:read"]
+class SiteScopedReadViewSet(SiteScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
+    required_scopes: list[str] | dict[str, list[str]] = ["fleet:read"]
     lookup_value_converter = "uuid"

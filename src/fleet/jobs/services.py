@@ -113,7 +113,7 @@ def job_create(*, spec: JobSpec, requested_by: str, reason: JobReason = JobReaso
 
 #: Told which jobs just ended and why, inside the transaction that ended them (burn-in closes the
 #: executions those jobs left running). Registered once at start-up: `on_jobs_ended`.
-JobEndListener = Callable[[Sequence[UUID], str], None]
+JobEndListener = Callable[[Sequence[UUID], str], object]
 _end_listeners: list[JobEndListener] = []
 
 

@@ -28,10 +28,10 @@ class RequirementInline(ReadOnly, admin.TabularInline):
     show_change_link = True
 
 
-class ThresholdInline(RequirementInline):
+class ThresholdInline(ReadOnly, admin.TabularInline):
     model = ThresholdRule
     fields = ["metric", "statistic", "comparator", "threshold", "site"]
-    show_change_link = False
+    extra = 0
 
 
 @admin.register(AcceptancePolicy)

@@ -373,7 +373,7 @@ class RerunPlanTopologySerializer(serializers.Serializer):
 
     id = serializers.UUIDField()
     unit = serializers.ChoiceField(choices=TopologyUnit.choices)
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # shadows Field.label, the caption
 
 
 class DispatchedRerunJobSerializer(serializers.Serializer):

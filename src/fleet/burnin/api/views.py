@@ -174,7 +174,7 @@ class ProgressPagination(FleetCursorPagination):
         responses={200: s.PolicyProgressSerializer, **error_responses(400, 401, 403)},
     )
 )
-class PolicyProgressListView(SiteScopedQuerysetMixin, generics.ListAPIView):  # type: ignore[type-arg]
+class PolicyProgressListView(SiteScopedQuerysetMixin, generics.ListAPIView):
     queryset = PolicyProgress.objects.select_related("requirement", "device", "topology")
     serializer_class = s.PolicyProgressSerializer
     filterset_class = PolicyProgressFilter

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 from uuid import UUID
 
 from django.conf import settings
@@ -45,7 +46,7 @@ def upsert_rows(scope: ReconcileScope, rows: list[tuple[TargetRow, Derived]]) ->
         return set()
     now = timezone.now()
     site, satellite, rc = scope.row_scope
-    columns = [
+    columns: list[list[Any]] = [
         [site] * len(rows),
         [satellite] * len(rows),
         [rc] * len(rows),

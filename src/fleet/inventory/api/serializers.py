@@ -35,7 +35,7 @@ class TopologySerializer(serializers.ModelSerializer):
 class DeviceTopologySerializer(serializers.Serializer):
     id = serializers.UUIDField(source="topology_id")
     unit = serializers.CharField()
-    label = serializers.CharField(source="topology.label")
+    label = serializers.CharField(source="topology.label")  # type: ignore[assignment]  # shadows Field.label, the caption
 
 
 class DeviceSerializer(serializers.ModelSerializer):

@@ -84,5 +84,5 @@ class WhoAmIView(APIView):
         responses={200: serializers.WhoAmIResponseSerializer, **error_responses(401, 403)},
     )
     def get(self, request: Request) -> Response:
-        scopes = sorted(request.auth.scopes) if hasattr(request.auth, "scope") else []
+        scopes = sorted(getattr(request.auth, "scopes", None) or []) if hasattr(request.auth, "scope") else []
         return Response(serializers.WhoAmIResponseSerializer(describe_caller(request.user, scopes)).data)

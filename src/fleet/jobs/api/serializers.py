@@ -9,7 +9,7 @@ from fleet_rules.vocabulary import JOB_OUTCOMES
 class JobTopologySerializer(serializers.Serializer):
     id = serializers.UUIDField()
     unit = serializers.CharField()
-    label = serializers.CharField()
+    label = serializers.CharField()  # type: ignore[assignment]  # shadows Field.label, the caption
 
 
 class JobDeviceSerializer(serializers.Serializer):

@@ -6,12 +6,12 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from fleet.burnin.reconcile.service import SweepTotals, reconcile_sweep
 from fleet.burnin.selectors import satellite_resource_classes
+from fleet.core.console import command_console
 from fleet.inventory.selectors import satellite_of_site
 
 
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         classes = options["resource_classes"] or satellite_resource_classes(satellite)
         if not classes:
             raise CommandError(f"nothing to reconcile for {options['site']}/{options['satellite']}")
-        console = Console(file=self.stdout._out, width=100)
+        console = command_console(self, width=100)
         table = Table(title=f"reconcile {options['site']}/{options['satellite']}")
         for column in ("resource class", "targets", "written", "unchanged", "deferred", "deleted", "guard"):
             table.add_column(column, justify="left" if column == "resource class" else "right")

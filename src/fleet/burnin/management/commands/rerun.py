@@ -8,11 +8,11 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
-from rich.console import Console
 from rich.table import Table
 
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
+from fleet.core.console import command_console
 from fleet.inventory.models import Device, Site, Topology
 from fleet_rules.vocabulary import PlanningMode, Verdict
 
@@ -51,13 +51,17 @@ class Command(BaseCommand):
     def select(self, site: Site, options: dict[str, Any]) -> list[uuid.UUID]:
         if options["devices"]:
             wanted = options["devices"]
-            ids, missing = [], []
+            ids: list[uuid.UUID] = []
+            missing: list[str] = []
             for token in wanted:
                 query = Q(hostname=token)
                 if _looks_like_uuid(token):
                     query |= Q(id=token)
                 found = Device.objects.filter(query, site=site).values_list("id", flat=True).first()
-                (ids if found else missing).append(found or token)
+                if found is None:
+                    missing.append(token)
+                else:
+                    ids.append(found)
             if missing:
                 raise CommandError(f"not devices of {site.slug}: {', '.join(missing)}")
             return ids
@@ -80,7 +84,7 @@ class Command(BaseCommand):
         )
 
     def render(self, site: Site, outcome: DispatchOutcome, dry_run: bool) -> None:
-        console = Console(file=self.stdout._out, width=120)
+        console = command_console(self, width=120)
         hostnames = dict(Device.objects.filter(site=site).values_list("id", "hostname"))
         jobs = Table(title="Jobs that would be created (dry run)" if dry_run else "Jobs created")
         for column in ("job", "workflow", "topology", "devices", "requirements"):

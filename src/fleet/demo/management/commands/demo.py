@@ -27,6 +27,7 @@ from rich.table import Table
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.core import embedded
+from fleet.core.console import command_console
 from fleet.core.dbbackend.base import APP_DATABASE
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
@@ -57,7 +58,7 @@ class Command(BaseCommand):
         parser.add_argument("--duration", type=float, default=0.0, help="Stop after this many seconds (0: never).")
 
     def handle(self, *args, **options):
-        console = Console(file=self.stdout._out, width=110)
+        console = command_console(self, width=110)
         if settings.DATABASES["default"]["ENGINE"] == "fleet.core.dbbackend":
             embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR, database=APP_DATABASE)
         call_command("migrate", interactive=False, verbosity=0)

@@ -10,6 +10,7 @@ from django.core.management.base import BaseCommand, CommandError
 from rich.console import Console
 from rich.table import Table
 
+from fleet.core.console import command_console
 from fleet.fleetfile.apply import ApplySummary, fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
 
@@ -43,7 +44,7 @@ class Command(BaseCommand):
         if options["json"]:
             self.stdout.write(json.dumps(summary.as_dict(), indent=2))
         else:
-            render_summary(summary, Console(file=self.stdout._out, width=100))
+            render_summary(summary, command_console(self, width=100))
 
 
 def render_summary(summary: ApplySummary, console: Console) -> None:
