@@ -2,8 +2,8 @@
 but one `INSERT … SELECT FROM unnest(…) ON CONFLICT DO UPDATE` per 500-row batch stands in the
 way (no loading, no classification, no Django). Our figures are read as fractions of it.
 
-Two tables: a temporary one (the STACK-NOTES anchor; not WAL-logged, so an upper bound) and an
-ordinary one, which pays the same WAL and commit cost as our tables.
+Two tables: a temporary one (not WAL-logged, so an upper bound) and an ordinary one, which pays
+the same WAL and commit cost as our tables.
 """
 
 from __future__ import annotations

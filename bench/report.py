@@ -157,7 +157,7 @@ def anchor_table(rows: list[AnchorRow], runs: int) -> Table:
             f"{_k(row.insert_rate)}{_once(row.insert, runs)}",
             f"{_k(row.update_rate)}{_once(row.update, runs)}",
         )
-    table.caption = "temporary: not WAL-logged (the STACK-NOTES anchor); ordinary: pays WAL and commit like ours."
+    table.caption = "temporary: not WAL-logged (an upper bound); ordinary: pays WAL and commit like ours."
     return table
 
 

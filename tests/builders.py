@@ -9,6 +9,9 @@ from django.utils import timezone
 
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
+from tests.payloads import failing_payload, passing_payload
+
+__all__ = ["FleetBuilder", "failing_payload", "passing_payload", "result_item"]
 from fleet_rules.vocabulary import DeviceState
 
 _seq = count(1)
@@ -133,34 +136,6 @@ class FleetBuilder:
         from fleet.policies.selectors import load_resolutions
 
         return load_resolutions([(requirement.id, site.id)])[(requirement.id, site.id)].key
-
-
-def passing_payload(metric: str = "diag_failed_tests", threshold=0, comparator: str = "eq") -> dict:
-    return {
-        "passed": True,
-        "reason": None,
-        "metric_evaluations": {
-            metric: {
-                "passed": True,
-                "value_evaluation": {"passed": True, "threshold": threshold, "comparator": comparator},
-                "statistic_evaluations": None,
-            }
-        },
-    }
-
-
-def failing_payload(metric: str = "diag_failed_tests", threshold=0, comparator: str = "eq") -> dict:
-    return {
-        "passed": False,
-        "reason": f"{metric}: 2 is not {comparator} {threshold}",
-        "metric_evaluations": {
-            metric: {
-                "passed": False,
-                "value_evaluation": {"passed": False, "threshold": threshold, "comparator": comparator},
-                "statistic_evaluations": None,
-            }
-        },
-    }
 
 
 def result_item(execution, key: str, payload: dict | None = None, expected_updated_at=None) -> dict:

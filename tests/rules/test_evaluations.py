@@ -9,7 +9,7 @@ import pytest
 
 from fleet_rules.evaluations import ExecutionFacts, ResultItem, StoredResult, classify, normalised_payload
 from fleet_rules.vocabulary import EvaluationOutcome as Outcome
-from tests.builders import failing_payload, passing_payload
+from tests.payloads import failing_payload, passing_payload
 
 T1 = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 T2 = T1 + timedelta(microseconds=1)
