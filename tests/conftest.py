@@ -11,6 +11,7 @@ from oauth2_provider.models import Application
 from rest_framework.test import APIClient
 
 from tests.builders import FleetBuilder
+from tests.schema_validation import ValidatingAPIClient
 
 CLIENT_SECRET = "s3cret-for-tests-only"
 
@@ -24,7 +25,7 @@ def _fast_password_hashing(settings):
 
 @pytest.fixture
 def api() -> APIClient:
-    return APIClient()
+    return ValidatingAPIClient()
 
 
 @pytest.fixture
@@ -83,7 +84,7 @@ def bearer(oauth_client) -> Callable[..., APIClient]:
 
     def make(scopes: list[str] | str, satellite=None, name: str = "automation") -> APIClient:
         app = oauth_client(name=name, satellite=satellite)
-        client = APIClient()
+        client = ValidatingAPIClient()
         token = fetch_token(client, app, scopes)
         client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
         return client
@@ -115,7 +116,7 @@ def session_client(user_factory) -> Callable[..., APIClient]:
 
     def make(perms: list[str] | None = None, superuser: bool = False, username: str = "operator") -> APIClient:
         user = user_factory(username=username, perms=perms, superuser=superuser)
-        client = APIClient(enforce_csrf_checks=True)
+        client = ValidatingAPIClient(enforce_csrf_checks=True)
         client.force_login(user)
         return client
 

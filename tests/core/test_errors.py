@@ -122,6 +122,7 @@ def test_unexpected_exception_is_a_safe_500_and_logged(bearer, site_with_satelli
 
     monkeypatch.setattr("fleet.inventory.api.views.satellite_heartbeat_record", explode)
     client = bearer(["job:run"])
+    client.server_error_expected = True  # the crash is injected above
     response = client.post(HEARTBEAT, {"site_slug": "lon-1", "satellite_name": "sat-a", "workflows": []}, format="json")
     body = assert_error(response, 500, "error")
     assert "internal detail" not in response.content.decode()
