@@ -10,7 +10,9 @@ tasks run.
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.slurm.cluster import SlurmCluster, SlurmTools
-from tests.support.stack import Stack, log_lines, running_stack, sat_a_devices  # noqa: F401 - shared helpers
+from tests.support.stack import stack  # noqa: F401 - the end-to-end stack fixture, shared with tests/e2e
 from tests.support.system import require_tool
 
 PACKAGES = "slurm-wlm munge"
@@ -75,7 +77,10 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     root = tmp_path_factory.mktemp("slurm")
-    cluster = SlurmCluster(root / "cluster", tools)
+    # munged runs as user munge and refuses folders it cannot reach: pytest's own temporary root is 0700.
+    cluster_root = Path(tempfile.mkdtemp(prefix="fleet-slurm-"))
+    cluster_root.chmod(0o755)
+    cluster = SlurmCluster(cluster_root, tools)
     try:
         cluster.start()
     except (RuntimeError, OSError, KeyError) as exc:
@@ -90,6 +95,7 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
         yield Slurm(cluster, step_log, root / "work")
     finally:
         cluster.stop()
+        shutil.rmtree(cluster_root, ignore_errors=True)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

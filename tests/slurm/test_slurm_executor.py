@@ -68,7 +68,9 @@ def steps_of(slurm: Slurm, job_id: str) -> list[tuple[str, str, str]]:
 
 def test_a_single_node_test_runs_as_one_step_on_the_mapped_node_and_is_parsed(slurm: Slurm, tmp_path: Path) -> None:
     ledger = Ledger()
-    slurm_executor = executor(slurm, {"t": {"template": slurm.replay(DCGM_PASS), "parser": "dcgm-diag-json"}}, tmp_path, ledger)
+    slurm_executor = executor(
+        slurm, {"t": {"template": slurm.replay(DCGM_PASS), "parser": "dcgm-diag-json"}}, tmp_path, ledger
+    )
 
     outcome = slurm_executor.run(run_on("host-2", execution_id="e1"), attempt=1)
 
@@ -83,7 +85,7 @@ def test_a_single_node_test_runs_as_one_step_on_the_mapped_node_and_is_parsed(sl
 
 def test_a_collective_runs_one_step_across_every_node_of_the_cohort(slurm: Slurm, tmp_path: Path) -> None:
     ledger = Ledger()
-    commands = {"t": {"template": slurm.replay("nccl_2.18_h100_2node.txt"), "parser": "nccl-all-reduce"}}
+    commands = {"t": {"template": slurm.replay("nccl_2.13plus_h100_2node.txt"), "parser": "nccl-all-reduce"}}
 
     outcome = executor(slurm, commands, tmp_path, ledger).run(
         run_on("host-1", "host-2", "host-3", "host-4", execution_id="e2"), attempt=1
@@ -122,7 +124,11 @@ def test_stopping_cancels_the_slurm_job(slurm: Slurm, tmp_path: Path) -> None:
     stop = threading.Event()
     slurm_executor = executor(slurm, commands, tmp_path, ledger)
     result: list[Any] = []
-    worker = threading.Thread(target=lambda: result.append(slurm_executor.run(run_on("host-3", execution_id="e3"), attempt=1, should_stop=stop.is_set)))
+    worker = threading.Thread(
+        target=lambda: result.append(
+            slurm_executor.run(run_on("host-3", execution_id="e3"), attempt=1, should_stop=stop.is_set)
+        )
+    )
     worker.start()
     deadline = time.monotonic() + 30
     while not ("e3" in ledger.records and steps_of(slurm, ledger.records["e3"]["job_id"])):
@@ -161,7 +167,9 @@ def test_a_recorded_job_is_picked_up_again_by_a_new_executor(slurm: Slurm, tmp_p
     commands = {"t": {"template": slurm.replay(DCGM_PASS, sleep_s=3), "parser": "dcgm-diag-json"}}
     first = executor(slurm, commands, tmp_path, ledger)
     stop = threading.Event()
-    worker = threading.Thread(target=lambda: first.run(run_on("host-1", execution_id="e5"), attempt=1, should_stop=lambda: False))
+    worker = threading.Thread(
+        target=lambda: first.run(run_on("host-1", execution_id="e5"), attempt=1, should_stop=lambda: False)
+    )
     worker.daemon = True
     worker.start()
     deadline = time.monotonic() + 30
