@@ -94,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     agent = Agent(config, client, executor, state)
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: object) -> None:
         logger.info("received %s: finishing the report in flight, then exiting", signal.Signals(signum).name)
         agent.stop()
 

@@ -11,7 +11,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -183,7 +183,7 @@ class Agent:
         retried on its next tick; it never takes the others down."""
         self.recover()
         pool = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="job")
-        running: set[Future] = set()
+        running: set[Future[int]] = set()
         loops = [
             ("heartbeat", self.config.heartbeat_interval, self.heartbeat),
             ("jobs", self.config.jobs_interval, lambda: self._claim_into(pool, running)),
@@ -206,7 +206,7 @@ class Agent:
             logger.info("stopping: finishing %d job(s) in flight", len(running))
             pool.shutdown(wait=True)
 
-    def _claim_into(self, pool: ThreadPoolExecutor, running: set[Future]) -> None:
+    def _claim_into(self, pool: ThreadPoolExecutor, running: set[Future[int]]) -> None:
         running.difference_update({f for f in running if f.done()})
         free = self.config.concurrency - len(running)
         if free <= 0:
@@ -222,7 +222,7 @@ class Agent:
 
     # --- jobs -----------------------------------------------------------------------------------
 
-    def run_job(self, job: dict) -> int:
+    def run_job(self, job: dict[str, Any]) -> int:
         """Run a claimed job; if anything goes wrong, fail it at once (instead of leaving its
         devices held until the lease runs out) and re-raise."""
         try:
@@ -236,7 +236,7 @@ class Agent:
             self.state.job_finished(job["id"])
             raise
 
-    def _run_job(self, job: dict) -> int:
+    def _run_job(self, job: dict[str, Any]) -> int:
         """Run every requirement of a claimed job, reporting each execution, heartbeating the
         lease meanwhile, then finish the job. Returns how many executions were reported."""
         job_id = job["id"]
@@ -267,7 +267,7 @@ class Agent:
         logger.info("job %s %s (%d execution(s))", job_id, outcome, executions)
         return executions
 
-    def _lease_seconds(self, job: dict) -> float:
+    def _lease_seconds(self, job: dict[str, Any]) -> float:
         """The lease length by the service's clock (claimed → expires), so a skewed agent clock
         cannot stretch the heartbeat interval past the lease."""
         try:
@@ -277,7 +277,9 @@ class Agent:
         except (KeyError, TypeError, ValueError, AttributeError):
             return 60.0
 
-    def _run_requirement(self, job: dict, requirement: dict, *, should_stop) -> str:
+    def _run_requirement(
+        self, job: dict[str, Any], requirement: dict[str, Any], *, should_stop: Callable[[], bool]
+    ) -> str:
         devices = job["devices"]
         multi = job["workflow_name"] == MULTI_NODE
         targets = tuple(Target(d["id"], d["hostname"], d["resource_class"]) for d in devices)
