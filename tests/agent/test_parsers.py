@@ -180,6 +180,8 @@ def test_all_reduce_rows_carry_every_size_with_both_runs() -> None:
         "in_algbw_gbps": 271.61,
         "in_busbw_gbps": 475.31,
         "in_wrong": 0,
+        "in_error": None,
+        "out_error": None,
     }
 
 
@@ -233,9 +235,9 @@ def test_all_reduce_reads_the_older_table_without_a_root_column() -> None:
     ("text", "message"),
     [
         (fixture("nccl_all_reduce_failure.txt"), "Test NCCL failure common.cu:961"),
-        ("# nThread 1 nGpus 8\n#\n", "no all_reduce_perf result rows"),
-        ("", "no all_reduce_perf result rows"),
-        ("  1024  256  float  sum  -1  20.1  0.05  0.09  0  nan  0.05  0.09  0\n", "unreadable all_reduce_perf row"),
+        ("# nThread 1 nGpus 8\n#\n", "no nccl-tests result rows"),
+        ("", "no nccl-tests result rows"),
+        ("  1024  256  float  sum  -1  20.1  0.05  0.09  0  nan  0.05  0.09  0\n", "unreadable nccl-tests row"),
     ],
     ids=["nccl-failure", "header-only", "empty", "non-finite"],
 )
@@ -454,3 +456,221 @@ def test_an_unknown_parser_name_is_refused(name: str, message: str) -> None:
 def test_summarise_refuses_an_empty_list_instead_of_inventing_statistics() -> None:
     with pytest.raises(ValueError, match="no values"):
         summarise([])
+
+
+# --- real outputs across tool versions (tests/agent/fixtures/SOURCES.md) ----------------------------
+# Each test below names the breakage of the first parsers it guards against.
+
+
+@pytest.mark.parametrize(
+    ("name", "busbw", "max_error"),
+    [
+        ("nccl_2.10_a10g_float_error.txt", 0.0, 0.0),
+        ("nccl_2.11_sharp_128gpu_float_error.txt", 2.15, 1e-06),
+        ("nccl_2.6era_all_reduce_then_broadcast.txt", 20.34, 0.0),
+    ],
+)
+def test_nccl_tests_up_to_2_11_print_the_error_column_as_a_float_and_it_reads(
+    name: str, busbw: float, max_error: float
+) -> None:
+    """Breakage 1: releases from 2017 to mid-2022 print `error` as `1e-06`; those tables were refused."""
+    metrics = parse_all_reduce(fixture(name))
+
+    assert metrics["busbw_gbps"]["value"] == busbw
+    assert metrics["max_error"] == {"value": max_error}
+
+
+def test_an_old_table_takes_its_wrong_count_from_the_out_of_bounds_footer_or_leaves_it_out() -> None:
+    with_footer = parse_all_reduce(fixture("nccl_2.10_a10g_float_error.txt"))
+    without_footer = parse_all_reduce(fixture("nccl_2.11_sharp_128gpu_float_error.txt"))
+
+    assert with_footer["wrong"] == {"value": 0}
+    assert with_footer["avg_busbw_gbps"] == {"value": 0.0, "unit": "GB/s"}
+    assert "wrong" not in without_footer  # unknown is not zero: a rule on `wrong` fails closed
+    assert (
+        evaluate(
+            status="completed", metrics=without_footer, rules=[{"metric": "wrong", "comparator": "eq", "threshold": 0}]
+        )["passed"]
+        is False
+    )
+
+
+def test_nccl_tests_2_13_plus_wrong_counts_printed_with_g_are_data_corruption_not_an_error() -> None:
+    """Breakage 2: `#wrong` is `%g`: 2147483648 wrong elements print as 2.14748e+09 and `int()` raised."""
+    healthy = parse_all_reduce(fixture("nccl_2.13plus_h100_2node.txt"))
+    corrupted = parse_all_reduce(fixture("nccl_2.13plus_h100_2node_corrupted.txt"))
+
+    assert healthy["wrong"] == {"value": 0}
+    assert healthy["busbw_gbps"]["value"] == 338.82
+    assert corrupted["wrong"] == {"value": 2 * 2147480000}
+    result = evaluate(
+        status="completed", metrics=corrupted, rules=[{"metric": "wrong", "comparator": "eq", "threshold": 0}]
+    )
+    assert result["passed"] is False and result["reason"] == "wrong: 4294960000 is not eq 0"
+
+
+def test_a_log_of_several_collectives_is_read_for_the_one_the_requirement_names() -> None:
+    """Breakage 3: all_reduce then alltoall in one log; busbw came from whichever table ran last."""
+    text = fixture("nccl_rccl_all_reduce_then_alltoall_named.txt")
+
+    all_reduce = parse_all_reduce(text)
+    alltoall = parse_all_reduce(text, {"collective": "alltoall_perf"})
+
+    assert all_reduce["busbw_gbps"] == {
+        "value": 406.76,
+        "unit": "GB/s",
+        "statistics": {"min": 406.73, "max": 406.76, "mean": 406.745},
+    }
+    assert all_reduce["avg_busbw_gbps"] == {"value": 273.886, "unit": "GB/s"}
+    assert alltoall["busbw_gbps"]["value"] == 361.41
+    assert alltoall["wrong"] == {"value": 0}  # in-place N/A counts as none
+    with pytest.raises(ParseError, match="all_reduce, alltoall tables but no sendrecv table"):
+        parse_all_reduce(text, {"collective": "sendrecv"})
+
+
+def test_a_log_of_several_tables_that_do_not_all_name_their_collective_is_refused() -> None:
+    a10g = fixture("nccl_2.10_a10g_float_error.txt")
+    text = a10g + "root@ip-10-0-139-244:/workspace/nccl-tests/build# mpirun -np 1 sendrecv_perf -b 8 -e 128M\n" + a10g
+
+    with pytest.raises(ParseError, match=r"2 result tables \(unnamed, sendrecv\) and not every one names"):
+        parse_all_reduce(text)
+
+
+def test_the_parser_registry_passes_the_collective_parameter_to_nccl() -> None:
+    parse = parser_for("nccl-all-reduce")
+
+    assert (
+        parse(fixture("nccl_rccl_all_reduce_then_alltoall_named.txt"), {"collective": "alltoall"})["busbw_gbps"][
+            "value"
+        ]
+        == 361.41
+    )
+
+
+def test_dcgm_3_json_with_null_tests_is_read_and_the_holes_are_skipped() -> None:
+    """Breakage 4: DCGM 3.x leaves `null` holes in `tests`; the whole run was refused as malformed."""
+    with_nulls = parse_diag_json(fixture("dcgm_diag_r3_t400_null_tests_dcgm3.3.1.json"))
+
+    assert with_nulls == parse_diag_json(fixture("dcgm_diag_r3_t400_skip_dcgm3.3.1.json"))
+    assert with_nulls == {
+        "diag_failed_tests": {"value": 0},
+        "diag_warned_tests": {"value": 0},
+        "diag_gpu_count": {"value": 1},
+        "diag_tests_run": {"value": 5},
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "failed", "warned"),
+    [("dcgm_diag_r1_pass_dcgm2.json", 0, 0), ("dcgm_diag_r1_fail_dcgm2.json", 1, 1)],
+)
+def test_dcgm_2_layout_without_gpu_ids_counts_failed_and_warned_tests(name: str, failed: int, warned: int) -> None:
+    metrics = parse_diag_json(fixture(name))
+
+    assert metrics["diag_failed_tests"] == {"value": failed}
+    assert metrics["diag_warned_tests"] == {"value": warned}
+    assert metrics["diag_tests_run"] == {"value": 9}
+
+
+def test_dcgm_a_null_category_is_still_refused() -> None:
+    with pytest.raises(ParseError, match="category without a tests list"):
+        parse_diag_json('{"DCGM GPU Diagnostic": {"test_categories": [null]}}')
+
+
+def test_nvidia_smi_hex_bitmasks_read_as_integers_not_zero() -> None:
+    """Breakage 5a: `0x00000000000001FF` read as 0, so a rule on a clock-event bitmask always passed."""
+    metrics = parse_query_csv(
+        fixture("nvidia_smi_gtx1080_throttle_supported.csv"), ["clocks_throttle_reasons.supported"]
+    )
+    active = parse_query_csv("clocks_event_reasons.active\n0x0000000000000001\n", ["clocks_event_reasons.active"])
+
+    assert metrics["clocks_throttle_reasons_supported"]["value"] == 0x1FF
+    assert active["clocks_event_reasons_active"]["value"] == 1
+    assert (
+        evaluate(
+            status="completed",
+            metrics=active,
+            rules=[{"metric": "clocks_event_reasons_active", "comparator": "eq", "threshold": 0}],
+        )["passed"]
+        is False
+    )
+
+
+A100_FIELDS = [
+    "timestamp", "name", "pci.bus_id", "driver_version", "pstate", "pcie.link.gen.max", "pcie.link.gen.current",
+    "temperature.gpu", "utilization.gpu", "utilization.memory", "memory.total", "memory.free", "memory.used",
+]  # fmt: skip
+
+
+def test_nvidia_smi_bus_ids_and_driver_versions_are_text_never_numbers() -> None:
+    """Breakage 5b: `pci.bus_id` 00000000:3B:00.0 read as 0 and driver_version 545.23.08 as 545.23."""
+    metrics = parse_query_csv(fixture("nvidia_smi_a100_usage_noheader.csv"), A100_FIELDS)
+    summary = parse_query_csv(
+        fixture("nvidia_smi_rtx5060ti_summary.csv"), ["index", "name", "pci.bus_id", "driver_version", "memory.total"]
+    )
+
+    for parsed in (metrics, summary):
+        assert not {"pci_bus_id", "driver_version", "name", "timestamp"} & set(parsed)
+    assert metrics["gpu_temp_c"]["statistics"] == {"min": 42, "max": 44, "mean": 43.0}
+    assert metrics["memory_total_mib"] == {
+        "unit": "MiB",
+        "value": 40960,
+        "statistics": {"min": 40960, "max": 40960, "mean": 40960.0},
+    }
+    assert summary == {
+        "gpu_count": {"value": 2},
+        "memory_total_mib": {
+            "unit": "MiB",
+            "value": 16311,
+            "statistics": {"min": 16311, "max": 16311, "mean": 16311.0},
+        },
+    }
+    two_part = parse_query_csv("driver_version, temperature.gpu\n460.91, 40\n", ["driver_version", "temperature.gpu"])
+    assert "driver_version" not in two_part and two_part["gpu_temp_c"]["value"] == 40
+
+
+def test_nvbandwidth_v0_1_zero_diagonal_is_not_a_measurement() -> None:
+    """Breakage 5c: v0.1 prints 0.00 on the device-to-device diagonal; it made min 0 and the mean too low."""
+    d2d = parse_nvbandwidth(fixture("nvbandwidth_v0.1_readme_zero_diagonal.txt"))["d2d_gbps"]
+
+    assert d2d["statistics"]["min"] == 274.89
+    assert d2d["statistics"]["max"] == 276.76
+    assert round(d2d["statistics"]["sum"] / d2d["statistics"]["mean"]) == 8 * 7
+
+
+def test_nvbandwidth_v0_2_reads_host_device_matrices() -> None:
+    metrics = parse_nvbandwidth(fixture("nvbandwidth_v0.2_rtx4090.txt"))
+
+    # The cells are rounded to two decimals, the SUM line was summed before rounding.
+    assert abs(metrics["h2d_gbps"]["statistics"]["sum"] - 205.04) < 0.05
+    assert abs(metrics["d2h_gbps"]["statistics"]["sum"] - 214.28) < 0.05
+    assert metrics["h2d_gbps"]["statistics"]["min"] == 23.90
+
+
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [
+        ("nvbandwidth_v0.7_a100_assert.txt", "Invalid value when checking the pattern"),
+        ("nvbandwidth_v0.4_l40s_pattern_abort.txt", "error in one_to_all_read_sm"),
+    ],
+)
+def test_nvbandwidth_assertions_and_pattern_errors_are_errors(name: str, message: str) -> None:
+    """Breakage 5d: ASSERT / pattern-check failures were not recognised as errors."""
+    with pytest.raises(ParseError, match=message):
+        parse_nvbandwidth(fixture(name))
+
+
+@pytest.mark.parametrize(
+    "error_line",
+    [
+        "ASSERT in expression h_errorFlag == 0 in void memcmpPatternHelper() : memcpy.cpp:165",
+        "NVML_ERROR: [Unknown Error] in expression nvmlDeviceGetHandleByIndex(i, &device) : common.cpp:12",
+        "[cudaErrorPeerAccessUnsupported] peer access is not supported in expression cudaDeviceEnablePeerAccess",
+    ],
+    ids=["assert", "nvml", "cuda-runtime"],
+)
+def test_nvbandwidth_an_error_after_good_matrices_still_fails_the_run(error_line: str) -> None:
+    text = fixture("nvbandwidth_v0.2_rtx4090.txt") + "\nRunning device_to_device_memcpy_read_ce.\n" + error_line + "\n"
+
+    with pytest.raises(ParseError, match="error in device_to_device_memcpy_read_ce"):
+        parse_nvbandwidth(text)

@@ -10,7 +10,7 @@ from typing import Any
 
 from fleet_agent import __version__
 from fleet_agent.client import ApiError, FleetClient, Unreachable
-from fleet_agent.config import AgentConfig, ConfigError, load_config
+from fleet_agent.config import EXECUTORS, AgentConfig, ConfigError, load_config
 from fleet_agent.executors.base import Executor
 from fleet_agent.logs import configure
 from fleet_agent.runner import Agent
@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--satellite", help="Satellite name (FLEET_AGENT_SATELLITE)")
         sub.add_argument("--client-id", help="OAuth2 client id (FLEET_AGENT_CLIENT_ID)")
         sub.add_argument("--client-secret", help="OAuth2 client secret (FLEET_AGENT_CLIENT_SECRET)")
-        sub.add_argument("--executor", choices=["simulated", "command"], help="(FLEET_AGENT_EXECUTOR)")
+        sub.add_argument("--executor", choices=list(EXECUTORS), help="(FLEET_AGENT_EXECUTOR)")
         sub.add_argument("--seed", type=int, help="Simulated executor seed (FLEET_AGENT_SEED)")
         sub.add_argument("--time-scale", type=float, help="Simulated time factor, 0 = no waiting")
         sub.add_argument("--faulty-share", type=float, help="Simulated share of faulty devices")
@@ -46,7 +46,13 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def make_executor(config: AgentConfig) -> Executor:
+def make_executor(config: AgentConfig, state: AgentState | None = None) -> Executor:
+    if config.executor == "slurm":
+        from fleet_agent.executors.slurm import SlurmExecutor
+
+        return SlurmExecutor(
+            config.commands, config.slurm_settings(), timeout_s=config.command_timeout, ledger=state
+        )
     if config.executor == "command":
         from fleet_agent.executors.command import CommandExecutor
 
@@ -79,9 +85,16 @@ def main(argv: list[str] | None = None) -> int:
         timeout=config.request_timeout,
         max_retries=config.max_retries,
     )
-    agent = Agent(config, client, make_executor(config), AgentState(config.state_dir))
+    state = AgentState(config.state_dir)
+    try:
+        executor = make_executor(config, state)
+    except ValueError as exc:
+        print(f"fleet-agent: {exc}", file=sys.stderr)  # noqa: T201 - a configuration error, like those above
+        client.close()
+        return 2
+    agent = Agent(config, client, executor, state)
 
-    def on_signal(signum, _frame):
+    def on_signal(signum: int, _frame: object) -> None:
         logger.info("received %s: finishing the report in flight, then exiting", signal.Signals(signum).name)
         agent.stop()
 

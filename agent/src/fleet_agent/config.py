@@ -7,9 +7,12 @@ import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
+
+if TYPE_CHECKING:
+    from fleet_agent.executors.slurm import SlurmSettings
 
 
 class ConfigError(ValueError):
@@ -46,6 +49,21 @@ class AgentConfig:
     max_retries: int = 6
     commands: dict[str, Any] = field(default_factory=dict)
     command_timeout: float = 7200.0
+    slurm_partition: str = ""
+    slurm_account: str = ""
+    slurm_reservation: str = ""
+    slurm_qos: str = ""
+    slurm_mpi: str = "pmix"
+    slurm_exclusive: bool = True
+    slurm_node_names: dict[str, Any] = field(default_factory=dict)
+    slurm_node_name: str = "{hostname}"
+    slurm_output_dir: str = ""
+    slurm_poll_interval: float = 2.0
+    slurm_pending_timeout: float = 3600.0
+    slurm_time_margin: float = 300.0
+    slurm_bin_dir: str = ""
+    slurm_on_restart: str = "reattach"
+    slurm_sbatch_args: str = ""
 
     def check(self) -> AgentConfig:
         missing = [
@@ -54,10 +72,15 @@ class AgentConfig:
         if missing:
             env = ", ".join(f"--{m.replace('_', '-')} / {ENV_PREFIX}{m.upper()}" for m in missing)
             raise ConfigError(f"missing configuration: {env}")
-        if self.executor not in ("simulated", "command"):
-            raise ConfigError(f"executor: {self.executor!r} is not one of simulated, command")
-        if self.executor == "command" and not self.commands:
-            raise ConfigError("commands: the command executor needs a `commands` table in the config file")
+        if self.executor not in EXECUTORS:
+            raise ConfigError(f"executor: {self.executor!r} is not one of {', '.join(EXECUTORS)}")
+        if self.executor in ("command", "slurm") and not self.commands:
+            raise ConfigError(f"commands: the {self.executor} executor needs a `commands` table in the config file")
+        if self.executor == "slurm":
+            try:
+                self.slurm_settings()
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log_format: {self.log_format!r} is not one of text, json")
         if self.concurrency < 1:
@@ -67,7 +90,32 @@ class AgentConfig:
         return self
 
 
+    def slurm_settings(self) -> SlurmSettings:
+        """The `slurm_*` keys as the Slurm executor's settings (checked; `ValueError` names the key)."""
+        from fleet_agent.executors.slurm import SlurmSettings
+
+        return SlurmSettings(
+            partition=self.slurm_partition,
+            account=self.slurm_account,
+            reservation=self.slurm_reservation,
+            qos=self.slurm_qos,
+            mpi=self.slurm_mpi,
+            exclusive=self.slurm_exclusive,
+            node_names=dict(self.slurm_node_names),
+            node_name=self.slurm_node_name,
+            output_dir=self.slurm_output_dir or str(Path(self.state_dir) / "slurm"),
+            poll_interval=self.slurm_poll_interval,
+            pending_timeout=self.slurm_pending_timeout,
+            time_margin=self.slurm_time_margin,
+            bin_dir=self.slurm_bin_dir,
+            on_restart=self.slurm_on_restart,
+            sbatch_args=self.slurm_sbatch_args,
+        ).check()
+
+
 ENV_PREFIX = "FLEET_AGENT_"
+EXECUTORS = ("simulated", "command", "slurm")
+_TRUE, _FALSE = frozenset({"1", "true", "yes", "on"}), frozenset({"0", "false", "no", "off"})
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -77,6 +125,13 @@ def _coerce(name: str, value: Any) -> Any:
             return int(value)
         if kind == "float":
             return float(value)
+        if kind == "bool":
+            if isinstance(value, bool):
+                return value
+            text = str(value).strip().lower()
+            if text not in _TRUE | _FALSE:
+                raise ValueError(text)
+            return text in _TRUE
         if kind.startswith("dict"):
             if not isinstance(value, dict):
                 raise ConfigError(f"{name}: must be a table/mapping")
@@ -84,6 +139,10 @@ def _coerce(name: str, value: Any) -> Any:
         return str(value)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{name}: {value!r} is not a valid {kind}") from exc
+
+
+def _is_table(name: str) -> bool:
+    return {f.name: f.type for f in fields(AgentConfig)}[name].startswith("dict")
 
 
 def read_file(path: str | Path) -> dict[str, Any]:
@@ -113,7 +172,7 @@ def load_config(flags: dict[str, Any], environ: dict[str, str] | None = None, fi
             merged[key] = value
     for name in known:
         raw = environ.get(f"{ENV_PREFIX}{name.upper()}")
-        if raw is not None and name != "commands":
+        if raw is not None and not _is_table(name):
             merged[name] = raw
     merged.update({k: v for k, v in flags.items() if v is not None and k in known})
     return AgentConfig(**{k: _coerce(k, v) for k, v in merged.items()}).check()

@@ -6,10 +6,12 @@ loop going on its interval until `stop()` (SIGTERM/SIGINT), finishing the report
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -19,7 +21,7 @@ from fleet_agent import __version__
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.evaluator import evaluate
-from fleet_agent.executors.base import ERRORED, Executor, Target, TestRun
+from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
 from fleet_agent.state import AgentState
 
 logger = logging.getLogger("fleet_agent")
@@ -36,6 +38,17 @@ def execution_id_for(job_id: str, requirement: str, target_id: str) -> str:
 
 def _iso(moment: datetime) -> str:
     return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+def _final(outcome: TestOutcome) -> dict[str, Any]:
+    """The fields of an execution's final report that come from how its run ended."""
+    return {
+        "status": outcome.status,
+        "metrics": outcome.metrics,
+        "error": outcome.error or "",
+        "started_at": _iso(outcome.started_at),
+        "finished_at": _iso(outcome.finished_at),
+    }
 
 
 @dataclass
@@ -68,20 +81,33 @@ class Agent:
 
     def recover(self) -> None:
         """After a crash: executions left `running` are reported errored, jobs left held are
-        finished as failed, so nothing stays stuck until a lease expires."""
+        finished as failed, so nothing stays stuck until a lease expires.
+
+        A run the executor handed to another system (a Slurm job) is not lost with the agent: with
+        `Resumable` executors it is reattached (waited for, its lease kept, its result reported) or
+        cancelled and reported, as `slurm_on_restart` says; if the service already closed the execution
+        (the lease expired meanwhile) the run is cancelled."""
+        remote = self.state.remote_runs()
+        resumable = self.executor if isinstance(self.executor, Resumable) else None
         for execution_id, report in self.state.in_flight().items():
             current = self.client.get_execution(execution_id)
+            record = remote.get(execution_id)
             if current is not None and current["status"] == "running":
-                body = report | {
-                    "status": ERRORED,
-                    "finished_at": _iso(datetime.now(UTC)),
-                    "error": "the agent restarted while this execution ran; its result is lost",
-                }
+                if record is not None and resumable is not None:
+                    body = report | self._resumed(resumable, report, record)
+                else:
+                    body = report | {
+                        "status": ERRORED,
+                        "finished_at": _iso(datetime.now(UTC)),
+                        "error": "the agent restarted while this execution ran; its result is lost",
+                    }
                 try:
                     self.client.report_execution(execution_id, body)
                     logger.warning("reported interrupted execution %s as errored", execution_id)
                 except ApiError as exc:
                     logger.warning("could not close interrupted execution %s: %s", execution_id, exc)
+            elif record is not None and resumable is not None:
+                logger.warning("execution %s is closed; %s", execution_id, resumable.cancel(record))
             # Otherwise it finished (its final report landed before the crash) or never existed.
             self.state.execution_finished(execution_id)
         for job_id in self.state.held_jobs():
@@ -91,6 +117,50 @@ class Agent:
             except ApiError as exc:
                 logger.info("job %s left over from before a restart already ended: %s", job_id, exc.code)
             self.state.job_finished(job_id)
+
+    def _resumed(self, executor: Resumable, report: dict[str, Any], record: dict[str, Any]) -> dict[str, Any]:
+        """The final report of a run left behind by a restart: reattached, or cancelled (`slurm_on_restart`)."""
+        if getattr(self.config, "slurm_on_restart", "reattach") == "cancel":
+            what = executor.cancel(record)
+            logger.warning("execution %s: %s after a restart", report.get("requirement"), what)
+            return {
+                "status": ERRORED,
+                "finished_at": _iso(datetime.now(UTC)),
+                "error": f"the agent restarted while this execution ran; {what}",
+            }
+        job_id = str(report.get("job_id", ""))
+        logger.warning("reattaching to %s job %s of execution %s", record.get("executor"), record.get("job_id"), job_id)
+        with self._lease_kept(job_id, self.state.lease_seconds(job_id) or 60.0) as lost:
+            outcome = executor.resume(record, should_stop=lambda: self.stopping or lost.is_set())
+        return _final(outcome) | {"error": outcome.error or ""}
+
+    @contextlib.contextmanager
+    def _lease_kept(self, job_id: str, lease_seconds: float) -> Iterator[threading.Event]:
+        """Heartbeat the job's lease every third of it while the block runs; the event is set once the
+        service answers 409 (the job was cancelled, or its lease expired)."""
+        lost, done = threading.Event(), threading.Event()
+
+        def keep_lease() -> None:
+            interval = max(1.0, lease_seconds / 3)
+            while not done.wait(interval):
+                try:
+                    self.client.job_heartbeat(job_id)
+                except ApiError as exc:
+                    if exc.status == 409:
+                        logger.warning("job %s is no longer ours: %s", job_id, exc.body.get("detail"))
+                        lost.set()
+                        return
+                    logger.warning("lease heartbeat for job %s failed: %s", job_id, exc)
+                except Exception:
+                    logger.exception("lease heartbeat for job %s failed", job_id)
+
+        heart = threading.Thread(target=keep_lease, name=f"lease-{job_id[:8]}", daemon=True)
+        heart.start()
+        try:
+            yield lost
+        finally:
+            done.set()
+            heart.join(timeout=5)
 
     def once(self) -> PassReport:
         report = PassReport()
@@ -113,7 +183,7 @@ class Agent:
         retried on its next tick; it never takes the others down."""
         self.recover()
         pool = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="job")
-        running: set[Future] = set()
+        running: set[Future[int]] = set()
         loops = [
             ("heartbeat", self.config.heartbeat_interval, self.heartbeat),
             ("jobs", self.config.jobs_interval, lambda: self._claim_into(pool, running)),
@@ -136,7 +206,7 @@ class Agent:
             logger.info("stopping: finishing %d job(s) in flight", len(running))
             pool.shutdown(wait=True)
 
-    def _claim_into(self, pool: ThreadPoolExecutor, running: set[Future]) -> None:
+    def _claim_into(self, pool: ThreadPoolExecutor, running: set[Future[int]]) -> None:
         running.difference_update({f for f in running if f.done()})
         free = self.config.concurrency - len(running)
         if free <= 0:
@@ -152,7 +222,7 @@ class Agent:
 
     # --- jobs -----------------------------------------------------------------------------------
 
-    def run_job(self, job: dict) -> int:
+    def run_job(self, job: dict[str, Any]) -> int:
         """Run a claimed job; if anything goes wrong, fail it at once (instead of leaving its
         devices held until the lease runs out) and re-raise."""
         try:
@@ -166,41 +236,20 @@ class Agent:
             self.state.job_finished(job["id"])
             raise
 
-    def _run_job(self, job: dict) -> int:
+    def _run_job(self, job: dict[str, Any]) -> int:
         """Run every requirement of a claimed job, reporting each execution, heartbeating the
         lease meanwhile, then finish the job. Returns how many executions were reported."""
         job_id = job["id"]
-        self.state.job_started(job_id)
-        lost = threading.Event()
-        beating = threading.Event()
-
-        def keep_lease() -> None:
-            interval = max(1.0, self._lease_seconds(job) / 3)
-            while not beating.wait(interval):
-                try:
-                    self.client.job_heartbeat(job_id)
-                except ApiError as exc:
-                    if exc.status == 409:
-                        logger.warning("job %s is no longer ours: %s", job_id, exc.body.get("detail"))
-                        lost.set()
-                        return
-                    logger.warning("lease heartbeat for job %s failed: %s", job_id, exc)
-                except Exception:
-                    logger.exception("lease heartbeat for job %s failed", job_id)
-
-        heart = threading.Thread(target=keep_lease, name=f"lease-{job_id[:8]}", daemon=True)
-        heart.start()
+        lease_seconds = self._lease_seconds(job)
+        self.state.job_started(job_id, lease_seconds)
         executions, errored_any = 0, False
-        try:
+        with self._lease_kept(job_id, lease_seconds) as lost:
             for requirement in job["parameters"].get("requirements", []):
                 if self.stopping or lost.is_set():
                     break
                 status = self._run_requirement(job, requirement, should_stop=lambda: self.stopping or lost.is_set())
                 executions += 1
                 errored_any |= status == ERRORED
-        finally:
-            beating.set()
-            heart.join(timeout=5)
         if lost.is_set():
             self.state.job_finished(job_id)
             return executions
@@ -218,7 +267,7 @@ class Agent:
         logger.info("job %s %s (%d execution(s))", job_id, outcome, executions)
         return executions
 
-    def _lease_seconds(self, job: dict) -> float:
+    def _lease_seconds(self, job: dict[str, Any]) -> float:
         """The lease length by the service's clock (claimed → expires), so a skewed agent clock
         cannot stretch the heartbeat interval past the lease."""
         try:
@@ -228,7 +277,9 @@ class Agent:
         except (KeyError, TypeError, ValueError, AttributeError):
             return 60.0
 
-    def _run_requirement(self, job: dict, requirement: dict, *, should_stop) -> str:
+    def _run_requirement(
+        self, job: dict[str, Any], requirement: dict[str, Any], *, should_stop: Callable[[], bool]
+    ) -> str:
         devices = job["devices"]
         multi = job["workflow_name"] == MULTI_NODE
         targets = tuple(Target(d["id"], d["hostname"], d["resource_class"]) for d in devices)
@@ -252,17 +303,12 @@ class Agent:
                 parameters=dict(requirement.get("parameters", {})),
                 targets=targets,
                 topology_label=job["topology"]["label"] if multi else None,
+                execution_id=execution_id,
             ),
             attempt=attempt,
             should_stop=should_stop,
         )
-        final = base | {
-            "status": outcome.status,
-            "metrics": outcome.metrics,
-            "error": outcome.error or "",
-            "started_at": _iso(outcome.started_at),
-            "finished_at": _iso(outcome.finished_at),
-        }
+        final = base | _final(outcome)
         self.client.report_execution(execution_id, final)
         self.state.execution_finished(execution_id)
         logger.info(

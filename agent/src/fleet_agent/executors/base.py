@@ -8,7 +8,7 @@ the hardware (the tool crashed, timed out or printed nonsense, the agent is stop
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -18,6 +18,8 @@ __all__ = [
     "ERRORED",
     "WORKFLOWS",
     "Executor",
+    "Resumable",
+    "RunLedger",
     "Target",
     "TestOutcome",
     "TestRun",
@@ -54,6 +56,9 @@ class TestRun:
     parameters: dict[str, Any]
     targets: tuple[Target, ...]
     topology_label: str | None = None
+    #: The execution this run reports as; executors that hand work to another system (Slurm) key what they
+    #: remember across an agent restart by it.
+    execution_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -81,6 +86,28 @@ class Executor(Protocol):
 
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
         """Run `run` for the `attempt`-th time (1-based, per requirement and target) and report how it ended."""
+        ...
+
+
+class RunLedger(Protocol):
+    """Where an executor records work it handed to another system, so that a restarted agent finds it."""
+
+    def remote_started(self, execution_id: str, record: Mapping[str, Any]) -> None: ...
+
+    def remote_finished(self, execution_id: str) -> None: ...
+
+
+@runtime_checkable
+class Resumable(Protocol):
+    """An executor whose runs outlive the agent (a Slurm job): after a restart it can pick a run up again
+    from the record it left in the `RunLedger`, or cancel it."""
+
+    def resume(self, record: Mapping[str, Any], *, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
+        """Wait for the recorded run to end (cancelling it if `should_stop` turns true) and report how it ended."""
+        ...
+
+    def cancel(self, record: Mapping[str, Any]) -> str:
+        """Cancel the recorded run if it still runs; returns a short description for the execution's error."""
         ...
 
 

@@ -10,12 +10,18 @@ is left out rather than guessed: the evaluator then fails the rule that needed i
 from __future__ import annotations
 
 import statistics as _stats
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
-__all__ = ["PARSER_NAMES", "ParseError", "parser_for", "summarise"]
+__all__ = ["PARSER_NAMES", "Metrics", "ParseError", "Parser", "parser_for", "summarise"]
 
 Metrics = dict[str, dict[str, Any]]
+
+
+class Parser(Protocol):
+    """Tool output (and the run's parameters, for parsers that need them) → metrics."""
+
+    def __call__(self, text: str, parameters: Mapping[str, Any] | None = None, /) -> Metrics: ...
 
 PARSER_NAMES: tuple[str, ...] = ("dcgm-diag-json", "nccl-all-reduce", "nvbandwidth", "nvidia-smi-csv:<fields>")
 
@@ -40,24 +46,31 @@ def summarise(values: Sequence[float], *, with_sum: bool = False, with_median: b
     return summary
 
 
-def parser_for(name: str) -> Callable[[str], Metrics]:
+def parser_for(name: str) -> Parser:
     """The parser configured by `name` (one of `PARSER_NAMES`); `ValueError` for an unknown name.
 
     `nvidia-smi-csv:<fields>` carries the queried fields because a `--format=csv,noheader` output does not
-    name its columns.
+    name its columns. `nccl-all-reduce` reads the run parameter `collective` (default `all_reduce`) when a
+    log holds several collectives.
     """
     from fleet_agent.parsers import dcgm, nccl, nvbandwidth, nvidia_smi
 
-    if name == "dcgm-diag-json":
-        return dcgm.parse_diag_json
     if name == "nccl-all-reduce":
         return nccl.parse_all_reduce
-    if name == "nvbandwidth":
-        return nvbandwidth.parse
+    simple = {"dcgm-diag-json": dcgm.parse_diag_json, "nvbandwidth": nvbandwidth.parse}.get(name)
+    if simple is not None:
+        return _ignoring_parameters(simple)
     prefix = "nvidia-smi-csv:"
     if name.startswith(prefix):
         fields = [field.strip() for field in name[len(prefix) :].split(",") if field.strip()]
         if not fields:
             raise ValueError("nvidia-smi-csv needs the queried fields, e.g. nvidia-smi-csv:index,temperature.gpu")
-        return lambda text: nvidia_smi.parse_query_csv(text, fields)
+        return _ignoring_parameters(lambda text: nvidia_smi.parse_query_csv(text, fields))
     raise ValueError(f"unknown parser {name!r}; known: {', '.join(PARSER_NAMES)}")
+
+
+def _ignoring_parameters(parse: Callable[[str], Metrics]) -> Parser:
+    def parser(text: str, parameters: Mapping[str, Any] | None = None, /) -> Metrics:
+        return parse(text)
+
+    return parser

@@ -10,6 +10,10 @@ Metrics:
 - `diag_gpu_count`: distinct GPUs the diagnostic reported on,
 - `diag_tests_run`: tests the diagnostic listed (a level-1 run lists far fewer than a level-3 one).
 
+DCGM 3.x fills its JSON arrays by index (tests by position, results by GPU id), so a run that skipped a
+test or a GPU leaves `null` holes in `tests` and `results`: those holes say nothing and are skipped (a
+null *category* or a run whose every test is null is still refused).
+
 A `runtime_error` means the diagnostic did not run to the end (GPU busy, host engine gone): that is not
 a verdict on the hardware, so it is a `ParseError` and the run is reported as errored.
 """
@@ -48,14 +52,18 @@ def parse_diag_json(text: str) -> Metrics:
         if not isinstance(tests, list):
             raise ParseError(f"dcgmi diag category without a tests list: {category!r:.120}")
         for test in tests:
-            if not isinstance(test, Mapping) or not isinstance(test.get("results", []), list):
+            if test is None:
+                continue
+            results = test.get("results", []) if isinstance(test, Mapping) else None
+            if not isinstance(results, list) or not all(r is None or isinstance(r, Mapping) for r in results):
                 raise ParseError(f"dcgmi diag test entry is malformed: {test!r:.120}")
+            results = [result for result in results if result is not None]
             name = str(test.get("name", "?"))
-            statuses = {_status(result.get("status"), name) for result in test.get("results", [])}
+            statuses = {_status(result.get("status"), name) for result in results}
             summary = test.get("test_summary")
             if isinstance(summary, Mapping) and summary.get("status") is not None:
                 statuses.add(_status(summary["status"], name))
-            for result in test.get("results", []):
+            for result in results:
                 gpus.update(_result_gpus(result))
             tests_seen += 1
             failed += int("fail" in statuses)

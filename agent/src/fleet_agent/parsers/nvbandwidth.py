@@ -2,8 +2,14 @@
 
 Each testcase prints `Running <testcase>.`, a matrix titled like
 `memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)` (a column header of GPU indices, then one row per
-source), and `SUM <testcase> <total>`. Diagonal cells of device-to-device matrices are `N/A` and are
-skipped.
+source), and `SUM <testcase> <total>` (from v0.2). The diagonal of a GPU(row)/GPU(column) matrix (a GPU
+copying to itself) is not a measurement: v0.4 and later print `N/A` there, v0.1 printed `0.00`; it is
+skipped whatever it holds.
+
+nvbandwidth reports failures on stdout and may go on to the next testcase, so any error line fails the
+whole parse, even after good matrices: `ERROR: …`, `ASSERT in expression …` and `NVML_ERROR: […]` (its
+assertion macros), `[cudaErrorXxx]` / `[CUDA_ERROR_XXX]` (CUDA runtime and driver errors), `Invalid value
+when checking the pattern` (a copy that delivered wrong data) and an abort.
 
 Metrics (value = mean of the cells; statistics min/max/mean/sum; unit GB/s):
 - `h2d_gbps` from `host_to_device_*`, `d2h_gbps` from `device_to_host_*`, `d2d_gbps` from
@@ -23,7 +29,10 @@ from fleet_agent.parsers import Metrics, ParseError, summarise
 __all__ = ["metric_for_testcase", "parse"]
 
 _RUNNING = re.compile(r"^Running (\S+?)\.?$")
-_ERROR = re.compile(r"CUDA_ERROR_\w+|^ERROR\b")
+_ERROR = re.compile(
+    r"CUDA_ERROR_\w+|\bcudaError\w*|^ERROR\b|\bASSERT in expression\b|\bNVML_ERROR\b"
+    r"|Invalid value when checking the pattern|\bAborted\b.*core dumped|^terminate called\b"
+)
 _INTEGER = re.compile(r"^\d+$")
 _PREFIXES = (
     ("host_to_device_", "h2d_gbps"),
@@ -50,7 +59,7 @@ def parse(text: str) -> Metrics:
         if "(row)" in line and "(column)" in line:
             if testcase is None:
                 raise ParseError(f"nvbandwidth matrix without a 'Running <testcase>.' line: {line!r}")
-            matrix, index = _read_matrix(lines, index, testcase)
+            matrix, index = _read_matrix(lines, index, testcase, skip_diagonal=line.count("GPU(") == 2)
             metric = metric_for_testcase(testcase) if "bandwidth (GB/s)" in line else None
             if metric is not None:
                 cells.setdefault(metric, []).extend(matrix)
@@ -71,7 +80,7 @@ def metric_for_testcase(testcase: str) -> str | None:
     return next((metric for prefix, metric in _PREFIXES if testcase.startswith(prefix)), None)
 
 
-def _read_matrix(lines: list[str], index: int, testcase: str) -> tuple[list[float], int]:
+def _read_matrix(lines: list[str], index: int, testcase: str, *, skip_diagonal: bool) -> tuple[list[float], int]:
     """The numeric cells of the matrix whose column header is at `index`, and the index after it."""
     header = lines[index].split() if index < len(lines) else []
     if not header or not all(_INTEGER.match(token) for token in header):
@@ -86,8 +95,8 @@ def _read_matrix(lines: list[str], index: int, testcase: str) -> tuple[list[floa
             raise ParseError(
                 f"nvbandwidth {testcase}: row {tokens[0]} has {len(tokens) - 1} cells for {len(header)} columns"
             )
-        for token in tokens[1:]:
-            if token.upper() == "N/A":
+        for column, token in zip(header, tokens[1:], strict=True):
+            if token.upper() == "N/A" or (skip_diagonal and column == tokens[0]):
                 continue
             try:
                 value = float(token)

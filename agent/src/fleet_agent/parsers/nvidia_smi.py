@@ -17,6 +17,14 @@ replaced by underscores, and `index` and text fields (name, uuid, serial, ...) g
     power.draw → power_draw_w             memory.used / memory.total → memory_used_mib / memory_total_mib
     utilization.gpu → gpu_utilization_pct
 
+    clocks_event_reasons.active, clocks_throttle_reasons.active → clocks_event_reasons_active (bitmask)
+
+Values are typed by what nvidia-smi prints, never guessed: hexadecimal cells (`0x0000000000000001`, the
+clock-event bitmasks) read as integers; fields that are text by nature (`TEXT_FIELDS`: name, uuid, serial,
+pci.bus_id, driver_version, vbios_version, ...) give no metric even when a cell looks like a number
+(`driver_version` 460.91, `pci.bus_id` 00000000:3B:00.0), and any other cell that is not a plain number with
+an optional unit is text, never `0`.
+
 Each metric has value = the worst GPU (max) and statistics min/max/mean over GPUs; when two queried fields
 map to one metric (volatile and aggregate counters) each GPU counts with the larger of the two.
 `Yes`/`No` read as 1/0. `[N/A]`, `[Not Supported]` and the like are missing: if any GPU lacks a metric,
@@ -31,7 +39,7 @@ from collections.abc import Mapping, Sequence
 
 from fleet_agent.parsers import Metrics, ParseError, summarise
 
-__all__ = ["FIELD_METRICS", "parse_query_csv"]
+__all__ = ["FIELD_METRICS", "TEXT_FIELDS", "parse_query_csv"]
 
 FIELD_METRICS: Mapping[str, str] = {
     "remapped_rows.pending": "ecc_pending_row_remaps",
@@ -53,7 +61,21 @@ FIELD_METRICS: Mapping[str, str] = {
     "memory.used": "memory_used_mib",
     "memory.total": "memory_total_mib",
     "utilization.gpu": "gpu_utilization_pct",
+    "clocks_event_reasons.active": "clocks_event_reasons_active",
+    "clocks_throttle_reasons.active": "clocks_event_reasons_active",
 }
+
+#: Fields whose values are identifiers or versions, not quantities.
+TEXT_FIELDS: frozenset[str] = frozenset(
+    {
+        "timestamp", "driver_version", "name", "gpu_name", "serial", "gpu_serial", "uuid", "gpu_uuid",
+        "pci.bus_id", "gpu_bus_id", "pci.domain", "pci.bus", "pci.device", "pci.device_id", "pci.sub_device_id",
+        "vbios_version", "inforom.img", "inforom.oem", "inforom.ecc", "inforom.pwr", "pstate", "compute_mode",
+        "display_mode", "display_active", "persistence_mode", "accounting.mode", "driver_model.current",
+        "driver_model.pending", "gom.current", "gom.pending", "mig.mode.current", "mig.mode.pending",
+        "compute_cap", "board_id", "gpu_part_number",
+    }
+)  # fmt: skip
 
 _NOT_METRICS = frozenset({"index"})
 _DEFAULT_UNITS = {
@@ -68,7 +90,8 @@ _DEFAULT_UNITS = {
 }
 _HEADER_NAMES = frozenset({"index", "name", "uuid", "serial", "count", "pstate", "timestamp", "driver_version"})
 _HEADER_CELL = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?:\s*\[([^\]]+)\])?$")
-_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*([^\s\d][^\s]*))?$")
+_NUMBER = re.compile(r"^(-?\d+(?:\.\d+)?)(?:\s*([A-Za-z%][A-Za-z/%]*))?$")
+_HEX = re.compile(r"^0[xX][0-9a-fA-F]+$")
 _FAILURES = re.compile(
     r"NVIDIA-SMI has failed|No devices were found|is not a valid field|Unable to determine|couldn't communicate",
     re.IGNORECASE,
@@ -107,7 +130,7 @@ def parse_query_csv(text: str, fields: Sequence[str]) -> Metrics:
     per_gpu: dict[str, list[int | float | None]] = {}
     units: dict[str, str] = {}
     for column, field in enumerate(fields):
-        if field in _NOT_METRICS:
+        if field in _NOT_METRICS or field in TEXT_FIELDS:
             continue
         readings = [_reading(row[column]) for row in rows]
         if all(reading is None or reading == _TEXT for reading, _ in readings) and any(
@@ -164,6 +187,8 @@ def _reading(cell: str) -> Reading:
     """(number, unit) of a cell; None for N/A-like cells, `_TEXT` for non-numeric text."""
     if not cell or cell.upper() == "N/A" or (cell.startswith("[") and cell.endswith("]")):
         return None, None
+    if _HEX.match(cell):
+        return int(cell, 16), None
     lowered = cell.lower()
     if lowered == "yes":
         return 1, None

@@ -1,0 +1,203 @@
+"""The whole system on Slurm: a real `fleet serve`, real `fleet-agent --executor slurm` processes and a real
+Slurm whose steps print recorded real tool outputs. Fleet hostnames map onto the fake nodes n1..n4."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.jobs.models import Job, JobDevice
+from tests.slurm.conftest import Slurm
+from tests.support.stack import Stack, running_stack, sat_a_devices
+
+SMI_FIELDS = "index,remapped_rows.pending,remapped_rows.failure,ecc.errors.uncorrected.volatile.sram,temperature.gpu"
+
+
+@pytest.fixture
+def long_lease_stack(transactional_db, settings, tmp_path):  # type: ignore[no-untyped-def]
+    """A stack whose job leases (30 s) outlast an agent restart."""
+    with running_stack(settings, tmp_path, lease_seconds=30) as running:
+        yield running
+
+
+def agent_config(slurm: Slurm, tmp_path: Path, commands: dict[str, Any]) -> str:
+    """A config file for `fleet-agent --executor slurm`: every a0R-n0N host runs on fake node nN."""
+    hostnames = {f"a0{rack}-n0{node}": f"n{node}" for rack in range(1, 5) for node in range(1, 5)}
+    path = tmp_path / "agent-slurm.yaml"
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "executor": "slurm",
+                "commands": commands,
+                "command_timeout": 60,
+                "slurm_partition": "burnin",
+                "slurm_mpi": "none",
+                "slurm_node_names": hostnames,
+                "slurm_output_dir": str(tmp_path / "slurm-out"),
+                "slurm_poll_interval": 0.2,
+                "slurm_time_margin": 0,
+            }
+        )
+    )
+    return str(path)
+
+
+def verdicts(hostname: str) -> dict[str, str]:
+    rows = PolicyProgress.objects.filter(device__hostname=hostname).select_related("requirement")
+    return {row.requirement.name: row.verdict for row in rows}
+
+
+def wait_for(condition, what: str, timeout: float = 60, agent=None) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if agent is not None:
+            assert agent.poll() is None, agent.stderr.read()[-3000:]
+        time.sleep(0.2)
+
+
+def slurm_jobs_on(slurm: Slurm, node: str, since: int) -> list[str]:
+    return sorted({step.split(".")[0] for step, on, _ in slurm.steps()[since:] if on == node}, key=int)
+
+
+def test_a_single_node_job_runs_each_test_as_a_slurm_step_then_is_evaluated_and_reconciled(
+    slurm: Slurm, stack: Stack, tmp_path: Path
+) -> None:
+    device = sat_a_devices()[0]
+    assert device.hostname == "a01-n01"
+    commands = {
+        "dcgm-diag": {"template": slurm.replay("dcgm_diag_r3_h200_pass_dcgm3.json"), "parser": "dcgm-diag-json"},
+        "gpu-health": {
+            "template": slurm.replay("nvidia_smi_h200_pending_remap.csv"),
+            "parser": f"nvidia-smi-csv:{SMI_FIELDS},clocks.sm,power.draw",
+        },
+        "nvbandwidth": {"template": slurm.replay("nvbandwidth_v0.7_a100_assert.txt"), "parser": "nvbandwidth"},
+        "nccl-all-reduce": {"template": slurm.replay("nccl_2.13plus_h100_2node.txt"), "parser": "nccl-all-reduce"},
+    }
+    config = agent_config(slurm, tmp_path, commands)
+    stack.agent("once", "--config", config, **slurm.env)
+    before = len(slurm.steps())
+    stack.dispatch([device.id])
+
+    stack.agent("once", "--config", config, **slurm.env)
+
+    assert verdicts("a01-n01") == {
+        "gpu-diag": "passed",  # a real passing DCGM 3 run
+        "gpu-health": "failed",  # a pending row remap
+        "nvbandwidth": "errored",  # the tool hit an ASSERT: not a verdict on the hardware
+        "nccl-in-node": "failed",  # 338.82 GB/s < 431
+        "hbm-bandwidth": "errored",  # no command configured for it
+        "ib-bandwidth": "errored",
+    }
+    assert len(slurm_jobs_on(slurm, "n1", before)) == 4  # one Slurm job (one step) per configured test
+    assert {on for _, on, _ in slurm.steps()[before:]} == {"n1"}
+    nccl = TestExecution.objects.get(requirement__name="nccl-in-node", device=device)
+    assert nccl.metrics["busbw_gbps"]["value"] == 338.82
+    assert "Invalid value when checking the pattern" in TestExecution.objects.get(requirement__name="nvbandwidth").error
+    assert Job.objects.get().status == "failed"  # some executions errored
+    assert not JobDevice.objects.filter(active=True).exists()
+
+
+def test_a_rack_collective_runs_as_one_step_across_every_node_of_the_rack(
+    slurm: Slurm, stack: Stack, tmp_path: Path
+) -> None:
+    rack = sat_a_devices()[:4]
+    stack.agent("once")
+    stack.dispatch([d.id for d in rack])
+    stack.agent("once", FLEET_AGENT_FAULTY_SHARE="0")  # the single-node burn-in passes (simulated)
+    dispatched = stack.dispatch([d.id for d in rack])
+    assert [job["workflow_name"] for job in dispatched["created_jobs"]] == ["MultiNodeBurnInCollectiveWorkflow"]
+    commands = {
+        "nccl-all-reduce-multinode": {
+            "template": slurm.replay("nccl_rccl_all_reduce_then_alltoall_named.txt"),
+            "parser": "nccl-all-reduce",
+        }
+    }
+    before = len(slurm.steps())
+
+    stack.agent("once", "--config", agent_config(slurm, tmp_path, commands), **slurm.env)
+
+    steps = slurm.steps()[before:]
+    assert len({step for step, _, _ in steps}) == 1
+    assert sorted((on, rank) for _, on, rank in steps) == [("n1", "0"), ("n2", "1"), ("n3", "2"), ("n4", "3")]
+    row = PolicyProgress.objects.get(topology__label="rack-a01", requirement__name="rack-nccl")
+    assert row.verdict == "passed"
+    execution = TestExecution.objects.get(topology__label="rack-a01")
+    assert execution.metrics["busbw_gbps"]["value"] == 406.76  # the all_reduce table, not the alltoall one
+
+
+def test_cancelling_the_fleet_job_scancels_the_slurm_job(slurm: Slurm, stack: Stack, tmp_path: Path) -> None:
+    device = sat_a_devices()[1]
+    commands = {
+        "dcgm-diag": {
+            "template": slurm.replay("dcgm_diag_r3_h200_pass_dcgm3.json", sleep_s=120),
+            "parser": "dcgm-diag-json",
+        }
+    }
+    config = agent_config(slurm, tmp_path, commands)
+    stack.agent("once", "--config", config, **slurm.env)
+    stack.dispatch([device.id])
+    before = len(slurm.steps())
+    agent = stack.spawn_agent("run", "--config", config, FLEET_AGENT_JOBS_INTERVAL="0.2", **slurm.env)
+    try:
+        wait_for(lambda: slurm_jobs_on(slurm, "n2", before), "the dcgm-diag step to start on n2", agent=agent)
+        slurm_job = slurm_jobs_on(slurm, "n2", before)[0]
+        assert slurm.job_field(slurm_job, "JobState") == "RUNNING"
+        job = Job.objects.get()
+
+        response = stack.operator.post(f"/api/v1/jobs/{job.id}/cancel/", json={"reason": "operator cancelled"})
+        assert response.status_code == 200, response.text
+
+        wait_for(lambda: slurm.job_field(slurm_job, "JobState") == "CANCELLED", "scancel to reach Slurm", 30, agent)
+    finally:
+        agent.send_signal(signal.SIGTERM)
+        agent.communicate(timeout=60)
+    assert Job.objects.get().status == "cancelled"
+    assert not TestExecution.objects.filter(status="running").exists()
+    assert not JobDevice.objects.filter(active=True).exists()
+
+
+def test_an_agent_killed_mid_step_reattaches_to_the_slurm_job_after_a_restart(
+    slurm: Slurm, long_lease_stack: Stack, tmp_path: Path
+) -> None:
+    stack = long_lease_stack
+    device = sat_a_devices()[2]
+    commands = {
+        "dcgm-diag": {
+            "template": slurm.replay("dcgm_diag_r3_h200_fail_dcgm3.json", sleep_s=6),
+            "parser": "dcgm-diag-json",
+        }
+    }
+    config = agent_config(slurm, tmp_path, commands)
+    stack.agent("once", "--config", config, **slurm.env)
+    stack.dispatch([device.id])
+    before = len(slurm.steps())
+    agent = stack.spawn_agent("run", "--config", config, FLEET_AGENT_JOBS_INTERVAL="0.2", **slurm.env)
+    try:
+        wait_for(lambda: slurm_jobs_on(slurm, "n3", before), "the dcgm-diag step to start on n3", agent=agent)
+    finally:
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait(10)
+    slurm_job = slurm_jobs_on(slurm, "n3", before)[0]
+    remote = json.loads((stack.state_dir / "state.json").read_text())["remote"]
+    assert [record["job_id"] for record in remote.values()] == [slurm_job]
+    assert slurm.job_field(slurm_job, "JobState") == "RUNNING"  # the step outlives the agent
+
+    restarted = stack.agent("once", "--config", config, **slurm.env)
+
+    execution = TestExecution.objects.get(requirement__name="gpu-diag", device=device)
+    assert execution.status == "completed", execution.error
+    assert execution.metrics["diag_failed_tests"] == {"value": 1}  # the result of the step, not lost
+    assert slurm.job_field(slurm_job, "JobState") == "COMPLETED"
+    assert verdicts(device.hostname)["gpu-diag"] == "failed"
+    assert "reattaching" in restarted.stderr
+    assert json.loads((stack.state_dir / "state.json").read_text())["remote"] == {}
+    assert not JobDevice.objects.filter(active=True).exists()

@@ -1,0 +1,1 @@
+"""Helpers that several test folders share (system packages the tests need, ...)."""
