@@ -1,5 +1,5 @@
 # The two commands of the README: `make run` (the service, on embedded PostgreSQL unless
-# DATABASE_URL is set) and `make test` (lint + the whole test suite). Both create the virtual
+# DATABASE_URL is set) and `make test` (ruff, import-linter, mypy, then the whole test suite). Both create the virtual
 # environment and install the pinned dependencies on first use.
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV := .venv
@@ -21,12 +21,15 @@ install: $(STAMP)
 run: $(STAMP)
 	$(BIN)/fleet demo --host $(HOST) --port $(PORT)
 
-test: $(STAMP)
-	$(BIN)/ruff check .
+test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+# Style, the layering contracts (import-linter, in pyproject.toml) and types (mypy).
 lint: $(STAMP)
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
+	$(BIN)/mypy
 
 bench: $(STAMP)
 	$(BIN)/python bench/run.py

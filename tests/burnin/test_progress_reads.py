@@ -77,3 +77,19 @@ def test_fleet_reconcile_reports_a_bad_scope_clearly(reconciled):
         call_command(
             "reconcile", "--site", "lon-1", "--satellite", "sat-a", "--resource-class", "gpu.x", stdout=io.StringIO()
         )
+
+
+def test_fleet_reconcile_sweeps_a_scope_whose_last_device_left(reconciled, fleet):
+    """The default classes are the satellite's reconcile scopes (as `satellites/resource-classes/`
+    says), not only the classes of the devices it still manages: a class whose devices all moved
+    elsewhere is swept, and its rows cleaned up."""
+    site, devices = reconciled
+    elsewhere = fleet.satellite(site, "sat-b")
+    for device in devices:
+        device.satellite = elsewhere
+        device.save(update_fields=["satellite"])
+    assert PolicyProgress.objects.filter(satellite__name="sat-a").count() == 4
+    out = io.StringIO()
+    call_command("reconcile", "--site", "lon-1", "--satellite", "sat-a", stdout=out)
+    assert "gpu.h200.8x" in out.getvalue()
+    assert PolicyProgress.objects.filter(satellite__name="sat-a").count() == 0

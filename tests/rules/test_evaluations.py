@@ -1,4 +1,5 @@
-"""The per-item decision of the upsert, without a database: first match wins."""
+"""The per-item decision of the upsert (`fleet_rules.evaluations`), without a database: first match
+wins. (Moved from tests/burnin/test_classify.py.)"""
 
 from __future__ import annotations
 

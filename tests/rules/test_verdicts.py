@@ -1,4 +1,5 @@
-"""Verdict derivation and row decisions, table-driven, no database."""
+"""Verdict derivation and row decisions (`fleet_rules.verdicts`), table-driven, no database. (Moved from
+tests/burnin/test_verdicts.py.)"""
 
 from __future__ import annotations
 

@@ -24,22 +24,27 @@ logger = logging.getLogger("fleet_agent.client")
 RETRYABLE_STATUSES = {429, 500, 502, 503, 504}
 
 
+JsonObject = dict[str, Any]
+
+
 class ApiError(Exception):
     """A final (non-retryable, or retries exhausted) error answer from the service."""
 
     def __init__(self, status: int, body: Any, method: str, path: str) -> None:
         self.status = status
-        self.body = body if isinstance(body, dict) else {"detail": str(body)}
+        self.body: JsonObject = body if isinstance(body, dict) else {"detail": str(body)}
         self.method, self.path = method, path
         detail = self.body.get("detail") or body
         super().__init__(f"{method} {path}: {status} {detail}")
 
     @property
     def code(self) -> str | None:
-        return self.body.get("code")
+        code = self.body.get("code")
+        return None if code is None else str(code)
 
     def field_errors(self) -> dict[str, list[str]]:
-        return {e["field"]: e["messages"] for e in self.body.get("field_errors") or []}
+        errors = self.body.get("field_errors") or []
+        return {str(e["field"]): list(e["messages"]) for e in errors if isinstance(e, dict)}
 
 
 class Unreachable(Exception):
@@ -144,7 +149,7 @@ class FleetClient:
 
     # --- endpoints ------------------------------------------------------------------------------
 
-    def heartbeat(self, site: str, satellite: str, workflows: list[dict], agent_version: str) -> Any:
+    def heartbeat(self, site: str, satellite: str, workflows: list[dict[str, str]], agent_version: str) -> Any:
         return self.request(
             "POST",
             "/api/v1/satellites/heartbeat/",
@@ -160,9 +165,9 @@ class FleetClient:
         body = self.request(
             "GET", "/api/v1/satellites/resource-classes/", params={"site_slug": site, "satellite_name": satellite}
         )
-        return body["resource_classes"]
+        return [str(rc) for rc in _object(body)["resource_classes"]]
 
-    def claim(self, site: str, satellite: str, capacity: int) -> list[dict]:
+    def claim(self, site: str, satellite: str, capacity: int) -> list[JsonObject]:
         """Not idempotent (a lost answer leaves jobs leased to nobody until their lease expires),
         so never retried when it may have taken effect."""
         body = self.request(
@@ -171,46 +176,61 @@ class FleetClient:
             idempotent=False,
             json={"site_slug": site, "satellite_name": satellite, "capacity": capacity},
         )
-        return body["jobs"]
+        jobs: list[JsonObject] = _object(body)["jobs"]
+        return jobs
 
-    def job_heartbeat(self, job_id: str) -> dict:
-        return self.request("POST", f"/api/v1/jobs/{job_id}/heartbeat/")
+    def job_heartbeat(self, job_id: str) -> JsonObject:
+        return _object(self.request("POST", f"/api/v1/jobs/{job_id}/heartbeat/"))
 
-    def finish_job(self, job_id: str, status: str, reason: str = "") -> dict:
-        return self.request("POST", f"/api/v1/jobs/{job_id}/finish/", json={"status": status, "reason": reason})
+    def finish_job(self, job_id: str, status: str, reason: str = "") -> JsonObject:
+        return _object(
+            self.request("POST", f"/api/v1/jobs/{job_id}/finish/", json={"status": status, "reason": reason})
+        )
 
-    def get_execution(self, execution_id: str) -> dict | None:
+    def get_execution(self, execution_id: str) -> JsonObject | None:
         try:
-            return self.request("GET", f"/api/v1/burn-in/executions/{execution_id}/")
+            return _object(self.request("GET", f"/api/v1/burn-in/executions/{execution_id}/"))
         except ApiError as exc:
             if exc.status == 404:
                 return None
             raise
 
-    def report_execution(self, execution_id: str, body: dict) -> dict:
-        return self.request("PUT", f"/api/v1/burn-in/executions/{execution_id}/", json=body)
+    def report_execution(self, execution_id: str, body: JsonObject) -> JsonObject:
+        return _object(self.request("PUT", f"/api/v1/burn-in/executions/{execution_id}/", json=body))
 
-    def pending_evaluations(self, site: str, satellite: str, limit: int, cursor: str | None) -> dict:
-        params = {"site_slug": site, "satellite_name": satellite, "limit": limit}
+    def pending_evaluations(self, site: str, satellite: str, limit: int, cursor: str | None) -> JsonObject:
+        params: dict[str, str | int] = {"site_slug": site, "satellite_name": satellite, "limit": limit}
         if cursor:
             params["cursor"] = cursor
-        return self.request("GET", "/api/v1/burn-in/evaluations/pending/", params=params)
+        return _object(self.request("GET", "/api/v1/burn-in/evaluations/pending/", params=params))
 
-    def upsert_results(self, results: list[dict]) -> dict:
-        return self.request("POST", "/api/v1/burn-in/evaluations/results/", json={"results": results})
+    def upsert_results(self, results: list[JsonObject]) -> JsonObject:
+        return _object(self.request("POST", "/api/v1/burn-in/evaluations/results/", json={"results": results}))
 
-    def reconcile(self, site: str, satellite: str, resource_class: str, limit: int, cursor: str | None) -> dict:
-        return self.request(
-            "POST",
-            "/api/v1/burn-in/policy-progress/reconcile/",
-            json={
-                "site_slug": site,
-                "satellite_name": satellite,
-                "resource_class": resource_class,
-                "limit": limit,
-                "cursor": cursor,
-            },
+    def reconcile(self, site: str, satellite: str, resource_class: str, limit: int, cursor: str | None) -> JsonObject:
+        return _object(
+            self.request(
+                "POST",
+                "/api/v1/burn-in/policy-progress/reconcile/",
+                json={
+                    "site_slug": site,
+                    "satellite_name": satellite,
+                    "resource_class": resource_class,
+                    "limit": limit,
+                    "cursor": cursor,
+                },
+            )
         )
+
+
+class UnexpectedBody(Exception):
+    """The service answered 2xx with something other than the JSON object its schema documents."""
+
+
+def _object(body: Any) -> JsonObject:
+    if not isinstance(body, dict):
+        raise UnexpectedBody(f"expected a JSON object, got {type(body).__name__}")
+    return body
 
 
 def _body(response: httpx.Response) -> Any:

@@ -7,12 +7,13 @@ import os
 import tomllib
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 
-if TYPE_CHECKING:
-    from fleet_agent.executors.slurm import SlurmSettings
+from fleet_agent.executors.slurm import SlurmSettings
+
+_SLURM = SlurmSettings()
 
 
 class ConfigError(ValueError):
@@ -49,21 +50,22 @@ class AgentConfig:
     max_retries: int = 6
     commands: dict[str, Any] = field(default_factory=dict)
     command_timeout: float = 7200.0
-    slurm_partition: str = ""
-    slurm_account: str = ""
-    slurm_reservation: str = ""
-    slurm_qos: str = ""
-    slurm_mpi: str = "pmix"
-    slurm_exclusive: bool = True
+    # The Slurm executor's keys, one per `SlurmSettings` field and with its defaults.
+    slurm_partition: str = _SLURM.partition
+    slurm_account: str = _SLURM.account
+    slurm_reservation: str = _SLURM.reservation
+    slurm_qos: str = _SLURM.qos
+    slurm_mpi: str = _SLURM.mpi
+    slurm_exclusive: bool = _SLURM.exclusive
     slurm_node_names: dict[str, Any] = field(default_factory=dict)
-    slurm_node_name: str = "{hostname}"
-    slurm_output_dir: str = ""
-    slurm_poll_interval: float = 2.0
-    slurm_pending_timeout: float = 3600.0
-    slurm_time_margin: float = 300.0
-    slurm_bin_dir: str = ""
-    slurm_on_restart: str = "reattach"
-    slurm_sbatch_args: str = ""
+    slurm_node_name: str = _SLURM.node_name
+    slurm_output_dir: str = ""  # default: <state_dir>/slurm
+    slurm_poll_interval: float = _SLURM.poll_interval
+    slurm_pending_timeout: float = _SLURM.pending_timeout
+    slurm_time_margin: float = _SLURM.time_margin
+    slurm_bin_dir: str = _SLURM.bin_dir
+    slurm_on_restart: str = _SLURM.on_restart
+    slurm_sbatch_args: str = _SLURM.sbatch_args
 
     def check(self) -> AgentConfig:
         missing = [
@@ -89,28 +91,12 @@ class AgentConfig:
             raise ConfigError("reconcile_limit: must be between 1 and 500")
         return self
 
-
     def slurm_settings(self) -> SlurmSettings:
         """The `slurm_*` keys as the Slurm executor's settings (checked; `ValueError` names the key)."""
-        from fleet_agent.executors.slurm import SlurmSettings
-
-        return SlurmSettings(
-            partition=self.slurm_partition,
-            account=self.slurm_account,
-            reservation=self.slurm_reservation,
-            qos=self.slurm_qos,
-            mpi=self.slurm_mpi,
-            exclusive=self.slurm_exclusive,
-            node_names=dict(self.slurm_node_names),
-            node_name=self.slurm_node_name,
-            output_dir=self.slurm_output_dir or str(Path(self.state_dir) / "slurm"),
-            poll_interval=self.slurm_poll_interval,
-            pending_timeout=self.slurm_pending_timeout,
-            time_margin=self.slurm_time_margin,
-            bin_dir=self.slurm_bin_dir,
-            on_restart=self.slurm_on_restart,
-            sbatch_args=self.slurm_sbatch_args,
-        ).check()
+        values = {f.name: getattr(self, f"slurm_{f.name}") for f in fields(SlurmSettings)}
+        values["node_names"] = dict(values["node_names"])
+        values["output_dir"] = values["output_dir"] or str(Path(self.state_dir) / "slurm")
+        return SlurmSettings(**values).check()
 
 
 ENV_PREFIX = "FLEET_AGENT_"

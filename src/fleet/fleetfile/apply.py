@@ -10,6 +10,7 @@ from __future__ import annotations
 import operator
 from collections import defaultdict
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import reduce
 from typing import Any
 
@@ -38,6 +39,15 @@ from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requiremen
 from fleet_rules.vocabulary import DeviceState
 
 KINDS = ("sites", "satellites", "topologies", "devices", "policies", "requirements", "thresholds", "parameter_profiles")
+
+
+class Change(StrEnum):
+    """What applying a file did to one declared thing (the summary's columns)."""
+
+    CREATED = "created"
+    UPDATED = "updated"
+    UNCHANGED = "unchanged"
+    REMOVED = "removed"
 
 
 @dataclass
@@ -115,7 +125,7 @@ class _Applier:
         self.membership_adds: list[TopologyMembership] = []
         self.membership_removals: list[tuple[Any, str]] = []
 
-    def count(self, kind: str, outcome: str, n: int = 1) -> None:
+    def count(self, kind: str, outcome: Change, n: int = 1) -> None:
         counts = self.summary.counts[kind]
         setattr(counts, outcome, getattr(counts, outcome) + n)
 
@@ -133,22 +143,22 @@ class _Applier:
         site = Site.objects.filter(slug=decl.slug).first()
         if site is None:
             site = Site.objects.create(slug=decl.slug, name=decl.name)
-            self.count("sites", "created")
+            self.count("sites", Change.CREATED)
         elif site.name != decl.name:
             site.name = decl.name
             site.save(update_fields=["name", "updated_at"])
-            self.count("sites", "updated")
+            self.count("sites", Change.UPDATED)
         else:
-            self.count("sites", "unchanged")
+            self.count("sites", Change.UNCHANGED)
         self.site_ids[site.slug] = site.id
 
         satellites = {s.name: s for s in Satellite.objects.filter(site=site)}
         for sat in decl.satellites:
             if sat.name in satellites:
-                self.count("satellites", "unchanged")
+                self.count("satellites", Change.UNCHANGED)
             else:
                 satellites[sat.name] = Satellite.objects.create(site=site, name=sat.name)
-                self.count("satellites", "created")
+                self.count("satellites", Change.CREATED)
 
         topologies = {(t.unit, t.label): t for t in Topology.objects.filter(site=site)}
         for t in decl.topologies:
@@ -158,13 +168,13 @@ class _Applier:
                 topologies[(t.unit, t.label)] = Topology.objects.create(
                     site=site, unit=t.unit, label=t.label, satellite=satellite
                 )
-                self.count("topologies", "created")
+                self.count("topologies", Change.CREATED)
             elif existing.satellite_id != satellite.id:
                 existing.satellite = satellite
                 existing.save(update_fields=["satellite", "updated_at"])
-                self.count("topologies", "updated")
+                self.count("topologies", Change.UPDATED)
             else:
-                self.count("topologies", "unchanged")
+                self.count("topologies", Change.UNCHANGED)
 
         self.apply_devices(site, decl.devices, satellites, topologies)
         if self.prune:
@@ -194,7 +204,7 @@ class _Applier:
                 device = Device(site=site, hostname=decl.hostname, **fields)
                 to_create.append(device)
                 existing[decl.hostname] = device
-                self.count("devices", "created")
+                self.count("devices", Change.CREATED)
                 memberships_changed = self.set_memberships(device, {}, wanted)
             else:
                 differs = any(getattr(device, k) != v for k, v in fields.items())
@@ -203,7 +213,7 @@ class _Applier:
                         setattr(device, k, v)
                     to_update.append(device)
                 memberships_changed = self.set_memberships(device, memberships.get(device.id, {}), wanted)
-                self.count("devices", "updated" if differs or memberships_changed else "unchanged")
+                self.count("devices", Change.UPDATED if differs or memberships_changed else Change.UNCHANGED)
         Device.objects.bulk_create(to_create)
         if to_update:
             for device in to_update:
@@ -250,13 +260,13 @@ class _Applier:
                 if device.state != DeviceState.DECOMMISSIONED:
                     device.state = DeviceState.DECOMMISSIONED
                     device.save(update_fields=["state", "updated_at"])
-                    self.count("devices", "removed")
+                    self.count("devices", Change.REMOVED)
                     self.summary.notes.append(
                         f"{site.slug}/{device.hostname} has burn-in history: decommissioned, not deleted"
                     )
             else:
                 device.delete()
-                self.count("devices", "removed")
+                self.count("devices", Change.REMOVED)
         declared_topologies = {(t.unit, t.label) for t in decl.topologies}
         for topology in Topology.objects.filter(site=site).annotate(
             has_history=Exists(TestExecution.objects.filter(topology=OuterRef("pk")))
@@ -267,13 +277,13 @@ class _Applier:
             if topology.has_history:
                 emptied, _ = TopologyMembership.objects.filter(topology=topology).delete()
                 if emptied:
-                    self.count("topologies", "removed")
+                    self.count("topologies", Change.REMOVED)
                     self.summary.notes.append(
                         f"{site.slug}/{topology.unit}:{topology.label} has burn-in history: emptied, not deleted"
                     )
             else:
                 topology.delete()
-                self.count("topologies", "removed")
+                self.count("topologies", Change.REMOVED)
 
     # --- policies ---------------------------------------------------------------------------
 
@@ -282,7 +292,7 @@ class _Applier:
         created = existing is None
         if existing is None:
             policy = AcceptancePolicy.objects.create(resource_class=decl.resource_class, description=decl.description)
-            self.count("policies", "created")
+            self.count("policies", Change.CREATED)
         else:
             policy = existing
         requirements = {r.name: r for r in Requirement.objects.filter(policy=policy)}
@@ -299,7 +309,7 @@ class _Applier:
             if name not in declared and requirement.retired_at is None:
                 requirement.retired_at = self.now
                 requirement.save(update_fields=["retired_at", "updated_at"])
-                self.count("requirements", "removed")
+                self.count("requirements", Change.REMOVED)
                 self.summary.notes.append(f"{decl.resource_class}: requirement {name!r} retired (absent from the file)")
                 judged_change = True
 
@@ -314,9 +324,9 @@ class _Applier:
         if judged_change or description_changed:
             policy.description = decl.description
             policy.save(update_fields=["version", "description", "updated_at"])
-            self.count("policies", "updated")
+            self.count("policies", Change.UPDATED)
         else:
-            self.count("policies", "unchanged")
+            self.count("policies", Change.UNCHANGED)
 
     def apply_requirement(self, policy, requirement, decl: RequirementDecl, rules_by_requirement) -> bool:
         """Create or update one requirement and its rules; True when anything that judges changed."""
@@ -333,7 +343,7 @@ class _Applier:
             requirement = Requirement.objects.create(
                 policy=policy, name=decl.name, retired_at=self.now if decl.retired else None, **fields
             )
-            self.count("requirements", "created")
+            self.count("requirements", Change.CREATED)
             changed = True
         else:
             differs = any(getattr(requirement, k) != v for k, v in fields.items())
@@ -344,10 +354,10 @@ class _Applier:
                 for k, v in fields.items():
                     setattr(requirement, k, v)
                 requirement.save()
-                self.count("requirements", "updated")
+                self.count("requirements", Change.UPDATED)
                 changed = True
             else:
-                self.count("requirements", "unchanged")
+                self.count("requirements", Change.UNCHANGED)
 
         current = rules_by_requirement.get(requirement.id, {})
         wanted = {(t.metric, t.statistic, self.site_ids.get(t.site) if t.site else None): t for t in decl.thresholds}
@@ -362,19 +372,19 @@ class _Applier:
                     threshold=t.threshold,
                     site_id=key[2],
                 )
-                self.count("thresholds", "created")
+                self.count("thresholds", Change.CREATED)
                 changed = True
             elif rule.comparator != t.comparator or not _same_value(rule.threshold, t.threshold):
                 rule.comparator, rule.threshold = t.comparator, t.threshold
                 rule.save(update_fields=["comparator", "threshold", "updated_at"])
-                self.count("thresholds", "updated")
+                self.count("thresholds", Change.UPDATED)
                 changed = True
             else:
-                self.count("thresholds", "unchanged")
+                self.count("thresholds", Change.UNCHANGED)
         stale = [rule.id for key, rule in current.items() if key not in wanted]
         if stale:
             ThresholdRule.objects.filter(id__in=stale).delete()
-            self.count("thresholds", "removed", len(stale))
+            self.count("thresholds", Change.REMOVED, len(stale))
             changed = True
         return changed
 
@@ -386,13 +396,13 @@ class _Applier:
                 ParameterProfile.objects.create(
                     resource_class=decl.resource_class, test=decl.test, name=decl.name, parameters=decl.parameters
                 )
-                self.count("parameter_profiles", "created")
+                self.count("parameter_profiles", Change.CREATED)
             elif profile.parameters != decl.parameters:
                 profile.parameters = decl.parameters
                 profile.save(update_fields=["parameters", "updated_at"])
-                self.count("parameter_profiles", "updated")
+                self.count("parameter_profiles", Change.UPDATED)
             else:
-                self.count("parameter_profiles", "unchanged")
+                self.count("parameter_profiles", Change.UNCHANGED)
 
 
 def _override_slugs(document: FleetDocument) -> set[str]:

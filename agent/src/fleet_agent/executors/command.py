@@ -25,11 +25,10 @@ from fleet_agent.executors.base import WORKFLOWS, TestOutcome, TestRun, errored,
 from fleet_agent.executors.tooling import (
     CommandSpec,
     PreparedCommand,
-    TemplateError,
+    command_line,
     exit_text,
     outcome_of_output,
     prepare_commands,
-    render_argv,
     with_tail,
 )
 
@@ -66,14 +65,10 @@ class CommandExecutor:
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
         """Run the test's command once and parse its stdout into metrics."""
         started_at = utc_now()
-        prepared = self._commands.get(run.test)
-        if prepared is None:
-            return errored(f"no command is configured for test {run.test}", started_at)
-        try:
-            argv = render_argv(prepared, run, attempt)
-        except TemplateError as exc:
-            return errored(str(exc), started_at)
-
+        line = command_line(self._commands, run, attempt, started_at)
+        if isinstance(line, TestOutcome):
+            return line
+        prepared, argv = line
         if should_stop():
             return errored("interrupted: the agent is stopping (not started)", started_at)
         finished = self._execute(argv, should_stop, prepared.timeout_s or self.timeout_s)

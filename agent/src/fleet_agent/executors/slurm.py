@@ -44,10 +44,9 @@ from fleet_agent.executors.base import WORKFLOWS, RunLedger, TestOutcome, TestRu
 from fleet_agent.executors.tooling import (
     CommandSpec,
     PreparedCommand,
-    TemplateError,
+    command_line,
     outcome_of_output,
     prepare_commands,
-    render_argv,
     with_tail,
 )
 
@@ -163,13 +162,10 @@ class SlurmExecutor:
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
         """Submit the test as a Slurm job, wait for it to end, and parse its output."""
         started_at = utc_now()
-        prepared = self._commands.get(run.test)
-        if prepared is None:
-            return errored(f"no command is configured for test {run.test}", started_at)
-        try:
-            argv = render_argv(prepared, run, attempt)
-        except TemplateError as exc:
-            return errored(str(exc), started_at)
+        line = command_line(self._commands, run, attempt, started_at)
+        if isinstance(line, TestOutcome):
+            return line
+        prepared, argv = line
         if should_stop():
             return errored("interrupted: the agent is stopping (not submitted)", started_at)
 

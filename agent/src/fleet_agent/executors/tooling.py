@@ -123,6 +123,20 @@ def render_argv(prepared: PreparedCommand, run: TestRun, attempt: int) -> list[s
     return argv
 
 
+def command_line(
+    commands: Mapping[str, PreparedCommand], run: TestRun, attempt: int, started_at: datetime
+) -> tuple[PreparedCommand, list[str]] | TestOutcome:
+    """The test's prepared command and its filled-in command line, or the errored outcome that
+    says why there is none (no command configured, a template that cannot be filled in)."""
+    prepared = commands.get(run.test)
+    if prepared is None:
+        return errored(f"no command is configured for test {run.test}", started_at)
+    try:
+        return prepared, render_argv(prepared, run, attempt)
+    except TemplateError as exc:
+        return errored(str(exc), started_at)
+
+
 def outcome_of_output(
     prepared: PreparedCommand,
     program: str,

@@ -23,6 +23,7 @@ class Parser(Protocol):
 
     def __call__(self, text: str, parameters: Mapping[str, Any] | None = None, /) -> Metrics: ...
 
+
 PARSER_NAMES: tuple[str, ...] = ("dcgm-diag-json", "nccl-all-reduce", "nvbandwidth", "nvidia-smi-csv:<fields>")
 
 

@@ -23,9 +23,9 @@ from fleet.burnin.selectors import execution_get, progress_summary, satellite_re
 from fleet.core.pagination import FleetCursorPagination
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses
-from fleet.inventory.identity import actor_label, ensure_acts_as_satellite
+from fleet.inventory.identity import actor_label
 from fleet.inventory.scoping import SiteScopedQuerysetMixin
-from fleet.inventory.selectors import satellite_of_site
+from fleet.inventory.selectors import satellite_acting
 from fleet_rules.evaluations import ResultItem
 
 TAGS = ["Burn-in"]
@@ -127,8 +127,9 @@ class PendingEvaluationsView(APIView):
     )
     def get(self, request: Request) -> Response:
         query = validated(s.PendingEvaluationsQuerySerializer, request, data=request.query_params)
-        satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
-        ensure_acts_as_satellite(request.user, satellite)
+        satellite = satellite_acting(
+            site_slug=query["site_slug"], satellite_name=query["satellite_name"], actor=request.user
+        )
         page = pending_evaluations_page(satellite=satellite, limit=query["limit"], cursor=query.get("cursor"))
         return Response(s.PendingEvaluationsPageSerializer(page).data)
 
@@ -214,6 +215,7 @@ class SatelliteResourceClassesView(APIView):
     )
     def get(self, request: Request) -> Response:
         query = validated(s.SatelliteScopeQuerySerializer, request, data=request.query_params)
-        satellite = satellite_of_site(site_slug=query["site_slug"], satellite_name=query["satellite_name"])
-        ensure_acts_as_satellite(request.user, satellite)
+        satellite = satellite_acting(
+            site_slug=query["site_slug"], satellite_name=query["satellite_name"], actor=request.user
+        )
         return Response(s.ResourceClassesSerializer({"resource_classes": satellite_resource_classes(satellite)}).data)

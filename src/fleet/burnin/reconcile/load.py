@@ -12,9 +12,9 @@ from django.db import connection
 
 from fleet.burnin.selectors import latest_execution_sql
 from fleet.burnin.tables import sql
-from fleet.inventory.identity import Actor, ensure_acts_as_satellite
+from fleet.inventory.identity import Actor
 from fleet.inventory.models import Satellite
-from fleet.inventory.selectors import satellite_of_site
+from fleet.inventory.selectors import satellite_acting
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet.policies.selectors import load_resolutions
 from fleet_rules.eligibility import enrolled_sql
@@ -49,8 +49,7 @@ def reconcile_scope_load(
 ) -> ReconcileScope:
     """Resolve and check the scope: field errors for what does not exist, 403 for a satellite
     client reconciling another satellite's scope."""
-    satellite = satellite_of_site(site_slug=site_slug, satellite_name=satellite_name)
-    ensure_acts_as_satellite(actor, satellite)
+    satellite = satellite_acting(site_slug=site_slug, satellite_name=satellite_name, actor=actor)
     policy = AcceptancePolicy.objects.filter(resource_class=resource_class).first()
     if policy is None:
         raise ValidationError({"resource_class": [f"No acceptance policy for resource class {resource_class!r}."]})

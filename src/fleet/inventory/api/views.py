@@ -9,10 +9,10 @@ from rest_framework.views import APIView
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses, read_only_operations
 from fleet.inventory.api import filters, serializers
-from fleet.inventory.identity import describe_caller, ensure_acts_as_satellite
+from fleet.inventory.identity import describe_caller
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.inventory.scoping import SiteScopedReadViewSet
-from fleet.inventory.selectors import satellite_of_site
+from fleet.inventory.selectors import satellite_acting
 from fleet.inventory.services import satellite_heartbeat_record
 
 TAGS = ["Inventory"]
@@ -64,8 +64,9 @@ class SatelliteHeartbeatView(APIView):
     )
     def post(self, request: Request) -> Response:
         data = validated(serializers.SatelliteHeartbeatRequestSerializer, request)
-        satellite = satellite_of_site(site_slug=data["site_slug"], satellite_name=data["satellite_name"])
-        ensure_acts_as_satellite(request.user, satellite)
+        satellite = satellite_acting(
+            site_slug=data["site_slug"], satellite_name=data["satellite_name"], actor=request.user
+        )
         satellite = satellite_heartbeat_record(
             satellite=satellite, workflows=data["workflows"], agent_version=data["agent_version"]
         )

@@ -12,9 +12,9 @@ from rest_framework.response import Response
 
 from fleet.core.requests import validated
 from fleet.core.schema import LIST_ERRORS, RETRIEVE_ERRORS, error_responses
-from fleet.inventory.identity import actor_label, caller_satellite, ensure_acts_as_satellite
+from fleet.inventory.identity import actor_label, caller_satellite
 from fleet.inventory.scoping import SiteScopedReadViewSet
-from fleet.inventory.selectors import satellite_of_site
+from fleet.inventory.selectors import satellite_acting
 from fleet.jobs import services
 from fleet.jobs.api import serializers as s
 from fleet.jobs.api.filters import JobFilter
@@ -56,8 +56,9 @@ class JobViewSet(SiteScopedReadViewSet):
     @action(detail=False, methods=["post"], url_path="claim")
     def claim(self, request: Request) -> Response:
         data = validated(s.JobClaimRequestSerializer, request)
-        satellite = satellite_of_site(site_slug=data["site_slug"], satellite_name=data["satellite_name"])
-        ensure_acts_as_satellite(request.user, satellite)
+        satellite = satellite_acting(
+            site_slug=data["site_slug"], satellite_name=data["satellite_name"], actor=request.user
+        )
         claimed = services.jobs_claim(satellite=satellite, capacity=data["capacity"])
         return Response(s.JobClaimResponseSerializer({"jobs": self._reloaded(claimed)}).data)
 
