@@ -88,6 +88,8 @@ INSTALLED_APPS = [
     "fleet.burnin",
     "fleet.fleetfile",
     "fleet.demo",
+    "fleet.dashboard",
+    "django_htmx",
 ]
 
 MIDDLEWARE = [
@@ -99,6 +101,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
 ]
 
 ROOT_URLCONF = "fleet.urls"
@@ -114,6 +117,7 @@ TEMPLATES = [
                 "django.template.context_processors.request",
                 "django.contrib.auth.context_processors.auth",
                 "django.contrib.messages.context_processors.messages",
+                "fleet.dashboard.access.dashboard_context",
             ],
         },
     },
@@ -161,7 +165,7 @@ WHITENOISE_USE_FINDERS = True
 WHITENOISE_AUTOREFRESH = DEBUG
 
 LOGIN_URL = "/accounts/login/"
-LOGIN_REDIRECT_URL = "/api/docs/"
+LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 SESSION_COOKIE_NAME = "sessionid"
 CSRF_FAILURE_VIEW = "fleet.core.errors.csrf_failure"

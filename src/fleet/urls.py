@@ -3,7 +3,6 @@ and people's login. The only place that knows every app's URLs."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
-from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
 
 from fleet.core import errors
@@ -18,7 +17,6 @@ api_v1 = [
 ]
 
 urlpatterns = [
-    path("", RedirectView.as_view(url="/api/docs/", permanent=False)),
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
     path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
@@ -27,6 +25,7 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     # Anything else under /api/ is a JSON 404, whatever DEBUG says.
     re_path(r"^api/", errors.api_not_found),
+    path("", include("fleet.dashboard.urls")),
 ]
 
 handler400 = "fleet.core.errors.handler400"

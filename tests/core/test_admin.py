@@ -44,3 +44,26 @@ def test_agent_owned_and_declared_data_cannot_be_added_by_hand(client, user_fact
         "policies_thresholdrule",
     ):
         assert client.get(reverse(f"admin:{name}_add")).status_code == 403, name
+
+
+def test_read_only_records_show_no_save_or_delete_and_are_titled_in_words(client, user_factory, populated):
+    from fleet.burnin.models import PolicyProgress, TestExecution
+
+    client.force_login(user_factory(username="root", superuser=True))
+    execution = TestExecution.objects.get()
+    page = client.get(reverse("admin:burnin_testexecution_change", args=[execution.pk])).content.decode()
+    assert 'name="_save"' not in page and "deletelink" not in page
+    row = PolicyProgress.objects.filter(device=populated.devices[0], requirement=populated.diag).get()
+    title = client.get(reverse("admin:burnin_policyprogress_change", args=[row.pk])).content.decode()
+    assert f"gpu-diag · {populated.devices[0].hostname}: passed" in title
+    assert 'name="_save"' not in title
+
+
+def test_executions_and_evaluation_results_are_found_by_hostname(client, user_factory, populated):
+    client.force_login(user_factory(username="root", superuser=True))
+    hostname = populated.devices[0].hostname
+    for name, noun in (("burnin_testexecution", "test execution"), ("burnin_evaluationresult", "evaluation result")):
+        found = client.get(reverse(f"admin:{name}_changelist"), {"q": hostname}).content.decode()
+        assert f"1 {noun}" in found, name
+        missing = client.get(reverse(f"admin:{name}_changelist"), {"q": "no-such-host"}).content.decode()
+        assert f"0 {noun}s" in missing, name

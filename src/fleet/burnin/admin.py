@@ -6,10 +6,15 @@ from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
 
 
 class AgentOwnedAdmin(admin.ModelAdmin):
+    """View-only: no Save or Delete button (agents and reconcile write these rows)."""
+
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in self.model._meta.fields]
 
     def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
         return False
 
     def has_delete_permission(self, request, obj=None):
@@ -28,7 +33,13 @@ class TestExecutionAdmin(AgentOwnedAdmin):
 class EvaluationResultAdmin(AgentOwnedAdmin):
     list_display = ["execution", "passed", "evaluation_source_key", "materialised_at"]
     list_filter = ["passed"]
-    search_fields = ["execution__id", "evaluation_source_key"]
+    search_fields = [
+        "execution__id",
+        "execution__device__hostname",
+        "execution__topology__label",
+        "evaluation_source_key",
+    ]
+    list_select_related = ["execution", "execution__device", "execution__topology", "execution__requirement"]
 
 
 @admin.register(PolicyProgress)

@@ -73,7 +73,7 @@ class TestExecution(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.test} {self.id} ({self.status})"
+        return f"{self.test} on {self.device or self.topology} ({self.status}, {str(self.id)[:8]})"
 
     @property
     def target_id(self):
@@ -104,7 +104,7 @@ class EvaluationResult(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{'pass' if self.passed else 'fail'} for {self.execution_id}"
+        return f"{'pass' if self.passed else 'fail'}: {self.execution}"
 
 
 class PolicyProgress(models.Model):
@@ -154,4 +154,4 @@ class PolicyProgress(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"{self.requirement_id}/{self.target_id}: {self.verdict}"
+        return f"{self.requirement.name} · {self.device or self.topology}: {self.verdict}"

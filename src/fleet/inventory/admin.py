@@ -27,6 +27,9 @@ class SatelliteCredentialAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # issued by `fleet satellite-credentials`, which shows the secret once
 
+    def has_change_permission(self, request, obj=None):
+        return False
+
 
 class MembershipInline(admin.TabularInline):
     model = TopologyMembership

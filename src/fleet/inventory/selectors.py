@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
 from django.core.exceptions import ValidationError
+from django.db.models import Count
 
 from fleet.inventory.identity import Actor, ensure_acts_as_satellite
-from fleet.inventory.models import Satellite, Site
+from fleet.inventory.models import Device, Satellite, Site
+from fleet_rules.vocabulary import DeviceState
 
 
 def satellite_of_site(*, site_slug: str, satellite_name: str) -> Satellite:
@@ -24,3 +31,33 @@ def satellite_acting(*, site_slug: str, satellite_name: str, actor: Actor) -> Sa
     satellite = satellite_of_site(site_slug=site_slug, satellite_name=satellite_name)
     ensure_acts_as_satellite(actor, satellite)
     return satellite
+
+
+@dataclass(frozen=True)
+class SatelliteSeen:
+    name: str
+    agent_version: str
+    last_seen_at: datetime | None
+
+
+@dataclass(frozen=True)
+class SiteInventory:
+    site: Site
+    devices_by_state: dict[str, int]
+    satellites: list[SatelliteSeen]
+
+    @property
+    def devices(self) -> int:
+        return sum(self.devices_by_state.values())
+
+
+def sites_inventory() -> list[SiteInventory]:
+    """Every site with its devices by lifecycle state and its satellites (three queries)."""
+    sites = list(Site.objects.order_by("slug"))
+    states: dict[UUID, dict[str, int]] = defaultdict(lambda: dict.fromkeys(DeviceState.values, 0))
+    for site_id, state, n in Device.objects.values_list("site_id", "state").annotate(n=Count("id")).order_by():
+        states[site_id][state] = n
+    satellites: dict[UUID, list[SatelliteSeen]] = defaultdict(list)
+    for s in Satellite.objects.order_by("name"):
+        satellites[s.site_id].append(SatelliteSeen(s.name, s.agent_version, s.last_seen_at))
+    return [SiteInventory(site, dict(states[site.id]), satellites[site.id]) for site in sites]

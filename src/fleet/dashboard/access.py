@@ -1,0 +1,46 @@
+"""Who may see and do what on the dashboard: the same Django permissions the API checks for
+session users, so a page hides what its viewer may not do and the server refuses it regardless."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
+from django.http import HttpRequest
+
+#: What reading the burn-in pages takes (the API's reads check the same).
+VIEW_PROGRESS = "burnin.view_policyprogress"
+VIEW_EXECUTIONS = "burnin.view_testexecution"
+VIEW_JOBS = "jobs.view_job"
+VIEW_DEVICES = "inventory.view_device"
+#: Preview and dispatch reruns (the rerun-plans API checks the same), and cancel jobs.
+DISPATCH = "jobs.add_job"
+CANCEL = "jobs.change_job"
+
+
+def role_of(user: Any) -> str:
+    """The role a person acts in, as the page header shows it."""
+    if not user.is_authenticated:
+        return "signed out"
+    if user.is_superuser:
+        return "admin"
+    if user.has_perm(DISPATCH):
+        return "operator"
+    if user.has_perm(VIEW_PROGRESS):
+        return "viewer"
+    return "no role"
+
+
+def dashboard_context(request: HttpRequest) -> dict[str, Any]:
+    """Template context for every page: the role, and which actions to offer."""
+    user = request.user
+    return {
+        "role": role_of(user),
+        "can_dispatch": user.is_authenticated and user.has_perm(DISPATCH),
+        "can_cancel": user.is_authenticated and user.has_perm(CANCEL),
+    }
+
+
+class Page(LoginRequiredMixin, PermissionRequiredMixin):
+    """A dashboard page: signed-in people with the page's `permission_required`; a signed-in
+    person without it gets the 403 page, a signed-out one the login page."""

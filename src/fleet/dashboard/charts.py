@@ -1,0 +1,56 @@
+"""Geometry of the metric pictures (server-rendered SVG): where each device's value and the
+threshold fall on a strip. Plain arithmetic, no Django."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+WIDTH, HEIGHT, PAD = 720, 120, 24
+
+
+@dataclass(frozen=True)
+class Placed:
+    x: float
+    y: float
+
+    @property
+    def cross(self) -> str:
+        """An SVG path drawing ✕ here: a failing value is a different shape, not only a colour."""
+        return f"M{self.x - 4:.1f} {self.y - 4:.1f} l8 8 m0 -8 l-8 8"
+
+
+@dataclass(frozen=True)
+class Strip:
+    """Values placed on a horizontal axis, jittered vertically so equal values stay visible."""
+
+    lo: float
+    hi: float
+    points: list[Placed]
+    threshold_x: float | None
+    ticks: list[tuple[float, str]]
+
+
+def strip(values: Sequence[float], threshold: float | None) -> Strip:
+    pool = [*values, *([threshold] if threshold is not None else [])]
+    lo, hi = (min(pool), max(pool)) if pool else (0.0, 1.0)
+    if hi == lo:
+        lo, hi = lo - 1, hi + 1
+    span = hi - lo
+    lo, hi = lo - span * 0.05, hi + span * 0.05
+
+    def x(value: float) -> float:
+        return PAD + (value - lo) / (hi - lo) * (WIDTH - 2 * PAD)
+
+    # A deterministic jitter (the golden ratio), so a page renders the same twice.
+    points = [Placed(x(v), PAD + ((i * 0.618034) % 1) * (HEIGHT - 2 * PAD)) for i, v in enumerate(values)]
+    ticks = [(x(lo + (hi - lo) * k / 4), _label(lo + (hi - lo) * k / 4)) for k in range(5)]
+    return Strip(lo, hi, points, x(threshold) if threshold is not None else None, ticks)
+
+
+def _label(value: float) -> str:
+    if value == 0 or not math.isfinite(value):
+        return "0"
+    magnitude = math.floor(math.log10(abs(value)))
+    return f"{value:.{max(0, 2 - magnitude)}f}"

@@ -1,0 +1,66 @@
+"""The dashboard's query parameters and form posts, parsed and checked in one place each (the
+filter names are the API's where they mean the same thing)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from django import forms
+
+from fleet.burnin.reads import FAILURE_ORDERS, NOT_PASSING
+from fleet_rules.vocabulary import PlanningMode, Verdict
+
+
+class GridFilterForm(forms.Form):
+    resource_class = forms.CharField(required=False, max_length=255)
+    topology = forms.CharField(required=False, max_length=100, label="rack / topology")
+    verdict = forms.ChoiceField(required=False, choices=[("", "any verdict"), *Verdict.choices])
+    satellite = forms.CharField(required=False, max_length=100)
+    after = forms.CharField(required=False, max_length=255, widget=forms.HiddenInput)
+
+
+class FailureFilterForm(forms.Form):
+    resource_class = forms.CharField(required=False, max_length=255)
+    requirement = forms.CharField(required=False, max_length=100)
+    verdict = forms.ChoiceField(required=False, choices=[("", "failed or errored"), *((v, v) for v in NOT_PASSING)])
+    satellite = forms.CharField(required=False, max_length=100)
+    order = forms.ChoiceField(required=False, choices=[(o, o) for o in FAILURE_ORDERS])
+    page = forms.IntegerField(required=False, min_value=0, max_value=100_000)
+
+
+#: Selections the rerun form takes besides ticked devices, resolved on the server (so selecting
+#: a whole site's failures never posts thousands of fields).
+ALL_FAILED = "failed"
+
+
+class DeviceIdsField(forms.Field):
+    """Ticked devices: repeated `device=<uuid>` fields."""
+
+    widget = forms.MultipleHiddenInput
+
+    def to_python(self, value: Any) -> list[uuid.UUID]:
+        ids = []
+        for item in value or []:
+            try:
+                ids.append(uuid.UUID(str(item)))
+            except ValueError as exc:
+                raise forms.ValidationError(f"{item!r} is not a device id.") from exc
+        return ids
+
+
+class RerunForm(forms.Form):
+    """What to rerun: ticked devices, every device with a failed or errored requirement, or a
+    topology's members; and how (`non_passing` by default)."""
+
+    device = DeviceIdsField(required=False)
+    select = forms.ChoiceField(required=False, choices=[("", ""), (ALL_FAILED, "every failing device")])
+    topology = forms.CharField(required=False, max_length=100)
+    mode = forms.ChoiceField(choices=PlanningMode.choices, required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if not (data.get("device") or data.get("select") or data.get("topology")):
+            raise forms.ValidationError("Select devices, a rack, or every failing device.")
+        data["mode"] = PlanningMode(data.get("mode") or PlanningMode.NON_PASSING)
+        return data

@@ -1,0 +1,23 @@
+"""The dashboard's URLs: operators bookmark them, so they stay as they are (docs/dashboard.md)."""
+
+from django.urls import path
+
+from fleet.dashboard import views
+
+app_name = "dashboard"
+
+urlpatterns = [
+    path("", views.Overview.as_view(), name="overview"),
+    path("sites/<slug:slug>/", views.SitePage.as_view(), name="site"),
+    path("sites/<slug:slug>/grid/", views.GridPage.as_view(), name="grid"),
+    path("sites/<slug:slug>/failures/", views.FailuresPage.as_view(), name="failures"),
+    path("sites/<slug:slug>/failures.csv", views.FailuresCsv.as_view(), name="failures-csv"),
+    path("sites/<slug:slug>/devices/<str:hostname>/", views.DevicePage.as_view(), name="device"),
+    path("sites/<slug:slug>/metrics/<str:requirement>/", views.MetricsPage.as_view(), name="metrics"),
+    path("sites/<slug:slug>/reruns/preview/", views.RerunPreview.as_view(), name="rerun-preview"),
+    path("sites/<slug:slug>/reruns/dispatch/", views.RerunDispatch.as_view(), name="rerun-dispatch"),
+    path("executions/<uuid:execution_id>/", views.ExecutionPage.as_view(), name="execution"),
+    path("jobs/", views.JobsPage.as_view(), name="jobs"),
+    path("jobs/<uuid:job_id>/", views.JobPage.as_view(), name="job"),
+    path("jobs/<uuid:job_id>/cancel/", views.CancelJob.as_view(), name="job-cancel"),
+]

@@ -1,0 +1,228 @@
+"""The dashboard in a real browser (Playwright driving Debian's Chromium) against a real
+`fleet serve`: what an operator does all day, end to end. Screenshots of every page visited go
+to test-artifacts/ (ignored by git).
+
+Chromium is installed with apt when missing and the tests run as root; without it the tests
+fail under CI=true and skip loudly elsewhere (tests/support/system.py)."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from django.conf import global_settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
+from django.utils import timezone
+
+from fleet.burnin.executions import ExecutionReport, execution_report
+from fleet.jobs.models import Job
+from tests.dashboard.conftest import OPERATOR, VIEWER, build_site, evaluate_execution
+from tests.helpers import REPO, fleet_env, start_server, stop
+from tests.support.system import require_tool
+
+ARTIFACTS = REPO / "test-artifacts"
+PASSWORD = "browser-test-password-1"
+CHROMIUM_ARGS = [
+    "--no-sandbox",  # root in a container has no user namespaces
+    "--disable-gpu",
+    "--disable-background-networking",  # the machine's network is closed: no calls home
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+LIVE_WAIT_MS = 20_000  # the live parts poll every 5 s
+
+
+@pytest.fixture(scope="module")
+def chromium() -> Iterator[object]:
+    executable = require_tool("chromium", package="chromium", why="the dashboard's browser tests")
+    from playwright.sync_api import sync_playwright
+
+    # Playwright's sync API keeps an event loop in this thread; the tests' own ORM calls are
+    # ordinary synchronous calls between its steps.
+    os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, args=CHROMIUM_ARGS)
+        yield browser
+        browser.close()
+
+
+class Visit:
+    """A signed-in browser tab that photographs every page it shows."""
+
+    def __init__(self, page, base: str, name: str) -> None:
+        self.page, self.base, self.name, self.shots = page, base, name, 0
+        ARTIFACTS.mkdir(exist_ok=True)
+
+    def shoot(self, what: str) -> Path:
+        self.shots += 1
+        path = ARTIFACTS / f"{self.name}-{self.shots:02d}-{what}.png"
+        self.page.screenshot(path=str(path), full_page=True)
+        return path
+
+    def go(self, path: str, what: str) -> None:
+        self.page.goto(self.base + path)
+        self.shoot(what)
+
+    def sign_in(self, username: str) -> None:
+        self.page.goto(self.base + "/accounts/login/")
+        self.page.fill("#id_username", username)
+        self.page.fill("#id_password", PASSWORD)
+        self.shoot("sign-in")
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(self.base + "/")
+
+
+def _person(username: str, perms: list[str]):
+    user = get_user_model().objects.create_user(username, f"{username}@example.com", PASSWORD)
+    for perm in perms:
+        app_label, codename = perm.split(".")
+        user.user_permissions.add(Permission.objects.get(content_type__app_label=app_label, codename=codename))
+    return user
+
+
+@pytest.fixture
+def site_served(transactional_db, fleet, settings):
+    """The burnt-in site committed to the test database, people to sign in, and a real server."""
+    settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS  # as the server process checks them
+    world = build_site(fleet, racks=2)
+    _person("operator", OPERATOR)
+    _person("viewer", VIEWER)
+    server, base = start_server(fleet_env(), workers=1)
+    try:
+        yield world, base
+    finally:
+        output = stop(server)
+        assert "Traceback" not in output, output[-4000:]
+
+
+@pytest.fixture
+def tab(chromium, site_served, request):
+    world, base = site_served
+    context = chromium.new_context(viewport={"width": 1400, "height": 1000}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(15_000)
+    yield Visit(page, base, request.node.name.removeprefix("test_")[:60]), world
+    context.close()
+
+
+def test_an_operator_follows_a_failure_to_its_evidence_and_reruns_its_rack(tab):
+    visit, world = tab
+    page = visit.page
+    visit.sign_in("operator")
+    visit.shoot("overview")
+    assert page.inner_text("#role") == "operator"
+    assert "3 of 8" in page.inner_text(".site")
+
+    page.click("text=London 1")
+    page.wait_for_url(re.compile(r"/sites/lon-1/$"))
+    visit.shoot("site")
+    page.click("text=Open the grid")
+    page.wait_for_url(re.compile(r"/sites/lon-1/grid/"))
+    visit.shoot("grid")
+    cell = page.locator('tr[data-hostname="a01-n00"] td[data-requirement="hbm-bandwidth"] a')
+    assert cell.inner_text() == "✗"
+
+    cell.click()
+    page.wait_for_url(re.compile(r"/executions/"))
+    visit.shoot("evidence")
+    rule = page.locator('tr[data-rule="hbm_bandwidth_tbps.min"]').inner_text()
+    assert "gte 3.6" in rule and "2.932" in rule and "✗ fail" in rule and "−18.6 %" in rule
+
+    visit.go("/sites/lon-1/failures/?order=target", "failures")
+    row = page.locator('tr[data-target="a01-n00"]').inner_text()
+    assert "hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)" in row
+    with page.expect_download() as download:
+        page.click("#failures-csv")
+    csv_text = Path(download.value.path()).read_text()
+    assert "a01-n00,gpu.h200.8x,hbm-bandwidth,failed,hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)" in csv_text
+
+    visit.go("/sites/lon-1/grid/", "grid-again")
+    page.select_option('select[name="topology"][aria-label="rack to rerun"]', "rack-a01")
+    page.click("#select-rack")
+    page.wait_for_url(re.compile(r"/reruns/preview/"))
+    visit.shoot("preview")
+    skips = page.locator("table.skips").inner_text()
+    assert "topology_cohort_blocked" in skips and "runs as one cohort" in skips
+    assert "already_satisfied" in skips and "it already passed under the current policy" in skips
+    assert Job.objects.count() == 0
+
+    page.click("#dispatch")
+    page.wait_for_url(re.compile(r"/reruns/dispatch/"))
+    visit.shoot("dispatched")
+    job = Job.objects.get()
+    assert page.locator("a.created-job").inner_text() == str(job.id)
+    page.click("a.created-job")
+    page.wait_for_url(re.compile(rf"/jobs/{job.id}/"))
+    visit.shoot("job")
+    assert "queued" in page.inner_text("#job-status") and "a01-n00" in page.inner_text("#job")
+
+
+def test_an_agent_report_turns_a_cell_from_in_progress_to_passed_without_a_reload(tab):
+    visit, world = tab
+    page = visit.page
+    device = next(d for d in world.devices if d.hostname == "a01-n02")
+    requirement = world.requirements["gpu-diag"]
+    running = world.fleet.execution(requirement, device=device, status="running", metrics={})
+    world.sweep()
+    visit.sign_in("viewer")
+    visit.go("/sites/lon-1/grid/", "grid-in-progress")
+    cell = page.locator('tr[data-hostname="a01-n02"] td[data-requirement="gpu-diag"]')
+    assert cell.inner_text().strip() == "◷"
+    page.evaluate("window.notReloaded = true")
+
+    # The agent reports the run finished and passing; phase 1 evaluates it; phase 2 reconciles.
+    execution_report(
+        execution_id=running.id,
+        report=ExecutionReport(
+            requirement=requirement.name,
+            test=None,
+            device_id=device.id,
+            topology_id=None,
+            job_id=None,
+            status="completed",
+            parameters={},
+            metrics={"diag_failed_tests": {"value": 0}},
+            error="",
+            started_at=running.started_at,
+            finished_at=timezone.now(),
+        ),
+        actor=None,
+        reported_by="test agent",
+    )
+    evaluate_execution(world, running.id)
+    world.sweep()
+
+    page.wait_for_function(
+        """() => document.querySelector('tr[data-hostname="a01-n02"] td[data-requirement="gpu-diag"]')
+                 .innerText.trim() === '✓'""",
+        timeout=LIVE_WAIT_MS,
+    )
+    visit.shoot("grid-passed")
+    assert page.evaluate("window.notReloaded") is True
+
+
+def test_a_viewer_sees_no_dispatch_control_and_a_forged_dispatch_gets_403(tab):
+    visit, world = tab
+    page = visit.page
+    visit.sign_in("viewer")
+    assert page.inner_text("#role") == "viewer"
+    visit.go("/sites/lon-1/grid/", "grid-viewer")
+    for control in ("#preview-selected", "#select-rack", "#select-all-failed", 'input[name="device"]'):
+        assert page.locator(control).count() == 0, control
+    visit.go("/sites/lon-1/devices/a00-n00/", "device-viewer")
+    assert page.locator("#rerun-device").count() == 0
+    status = page.evaluate(
+        """async () => {
+            const token = document.cookie.split('; ').find(c => c.startsWith('csrftoken=')).split('=')[1];
+            const body = new URLSearchParams({select: 'failed', csrfmiddlewaretoken: token});
+            const response = await fetch('/sites/lon-1/reruns/dispatch/', {method: 'POST', body});
+            return response.status;
+        }"""
+    )
+    assert status == 403
+    assert Job.objects.count() == 0
