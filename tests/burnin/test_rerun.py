@@ -486,3 +486,16 @@ def test_fleet_rerun_dry_run_and_dispatch_by_topology_and_by_failure(world):
     out = io.StringIO()
     call_command("rerun", "--site", "lon-1", "--device", "a01-n01", "a01-n02", stdout=out)
     assert "already_dispatched" in out.getvalue()
+
+
+def test_fleet_rerun_says_what_failed_when_nothing_can_be_planned(world):
+    world.result(world.diag, device=world.devices[1], passed=False)
+    world.sweep()
+    call_command("rerun", "--site", "lon-1", "--all-failed", stdout=io.StringIO())  # the rerun is now queued
+    out = io.StringIO()
+    call_command("rerun", "--site", "lon-1", "--all-failed", "--dry-run", stdout=out)
+    text = out.getvalue()
+    assert "Jobs that would be created" not in text  # no empty table
+    assert "already_dispatched: an active job already covers it" in text
+    assert "Nothing can be dispatched now. What is failing in the selection:" in text
+    assert "a01-n01 gpu-diag (failed, attempt 0)" in text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -24,11 +25,13 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
             "--port",
             str(port),
             "--duration",
-            "20",
+            "35",
             "--dispatch-every",
-            "4",
+            "3",
             "--time-scale",
             "0.0005",
+            "--max-attempts",
+            "1",
         ],
         env=fleet_env(FLEET_DATA_DIR=str(tmp_path)),
         cwd=REPO,
@@ -37,8 +40,11 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
         timeout=240,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    assert f"http://127.0.0.1:{port}/api/docs/" in result.stdout
-    assert "Burn-in progress" in result.stdout
+    assert f"the dashboard: http://127.0.0.1:{port}/" in result.stdout and "sign in as admin /" in result.stdout
+    assert "Burn-in progress: targets (a requirement × a device, or × a rack)" in result.stdout
+    # The failing targets are named with their reasons, and after one attempt each needs repair.
+    assert re.search(r"✗ lon-1/\S+ \S+ \(attempt 1\): \S+", result.stdout), result.stdout[-3000:]
+    assert "needs repair lon-1/" in result.stdout
     verdicts = set(PolicyProgress.objects.values_list("verdict", flat=True))
     assert "passed" in verdicts
     assert TestExecution.objects.filter(status="completed").count() > 50

@@ -291,3 +291,16 @@ def test_values_json_cannot_store_and_blank_statistics_are_located_problems(db):
     }
     assert "quote it" in problems["parameter_profiles[0].parameters.since"]
     assert Site.objects.count() == 0
+
+
+def test_export_to_a_file_says_what_it_wrote_and_refuses_an_unwritable_path(db, tmp_path):
+    fleet_apply(document=parse_text(EXAMPLE.read_text()))
+    target = tmp_path / "fleet.yaml"
+    out = io.StringIO()
+    call_command("export", "-o", str(target), stdout=out)
+    assert out.getvalue().strip() == (
+        f"Wrote {target}: 1 site(s), 35 device(s), 2 policy(ies), 13 parameter profile(s)."
+    )
+    assert parse_text(target.read_text())  # what it wrote is a fleet file
+    with pytest.raises(CommandError, match="cannot write"):
+        call_command("export", "-o", str(tmp_path / "missing-folder" / "fleet.yaml"), stdout=io.StringIO())

@@ -264,7 +264,9 @@ class Agent:
         except ApiError as exc:
             logger.warning("could not finish job %s: %s", job_id, exc)
         self.state.job_finished(job_id)
-        logger.info("job %s %s (%d execution(s))", job_id, outcome, executions)
+        logger.info(
+            "job %s %s: %d execution(s) reported; their verdicts come from phase 1", job_id, outcome, executions
+        )
         return executions
 
     def _lease_seconds(self, job: dict[str, Any]) -> float:
@@ -311,13 +313,11 @@ class Agent:
         final = base | _final(outcome)
         self.client.report_execution(execution_id, final)
         self.state.execution_finished(execution_id)
-        logger.info(
-            "%s on %s: %s (attempt %d)",
-            requirement["name"],
-            job["topology"]["label"] if multi else devices[0]["hostname"],
-            outcome.status,
-            attempt,
-        )
+        where = job["topology"]["label"] if multi else devices[0]["hostname"]
+        if outcome.status == ERRORED:
+            logger.warning("%s on %s errored (attempt %d): %s", requirement["name"], where, attempt, outcome.error)
+        else:
+            logger.info("%s on %s: measured (attempt %d); phase 1 judges it", requirement["name"], where, attempt)
         return outcome.status
 
     # --- phase 1 --------------------------------------------------------------------------------
@@ -349,6 +349,7 @@ class Agent:
                     )
                     totals["skipped"] += 1
                     continue
+                _log_verdict(item, payload)
                 results.append(
                     {
                         "execution_id": item["execution_id"],
@@ -439,3 +440,13 @@ class Agent:
             totals["deleted"],
         )
         return totals
+
+
+def _log_verdict(item: dict[str, Any], payload: dict[str, Any]) -> None:
+    """Say what the hardware did: a failed or errored test in words, at warning level."""
+    where = item.get("target_name") or item.get("device_id") or item.get("topology_id")
+    if payload["passed"]:
+        logger.debug("phase 1: %s on %s passed", item.get("requirement"), where)
+    else:
+        verdict = "errored" if item["status"] == ERRORED else "FAILED"
+        logger.warning("phase 1: %s on %s %s: %s", item.get("requirement"), where, verdict, payload.get("reason"))

@@ -39,6 +39,7 @@ class PendingExecution:
     metrics: dict[str, Any]
     error: str
     resolution: Resolution
+    target_name: str
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ WITH current_keys(requirement_id, source_key) AS (
     SELECT * FROM unnest(%(requirement_ids)s::uuid[], %(keys)s::varchar[])
 )
 SELECT e.id, e.updated_at, e.status, e.requirement_id, e.test, e.device_id, e.topology_id,
-       e.parameters, e.metrics, e.error
+       e.parameters, e.metrics, e.error, COALESCE(d.hostname, t.label)
 FROM {execution} e
 JOIN current_keys k ON k.requirement_id = e.requirement_id
 LEFT JOIN {device} d ON d.id = e.device_id
@@ -123,6 +124,7 @@ def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | 
             metrics=_json(row[8]),
             error=row[9],
             resolution=resolutions[(row[3], satellite.site_id)],
+            target_name=row[10],
         )
         for row in rows
     ]

@@ -256,6 +256,7 @@ class PendingEvaluationSerializer(serializers.Serializer):
     test = serializers.CharField()
     device_id = serializers.UUIDField(allow_null=True)
     topology_id = serializers.UUIDField(allow_null=True)
+    target_name = serializers.CharField(help_text="The device's hostname or the topology's label, for logs.")
     parameters = serializers.JSONField()
     metrics = serializers.DictField(child=MetricReadingSerializer())
     error = serializers.CharField(allow_blank=True)

@@ -8,13 +8,16 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Q
+from rich.console import Console
 from rich.table import Table
 
-from fleet.burnin.models import PolicyProgress
+from fleet.burnin.reads import FailureFilters, iter_site_failures
+from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.console import command_console
-from fleet.inventory.models import Device, Site, Topology
-from fleet_rules.vocabulary import PlanningMode, Verdict
+from fleet.inventory.models import Device, Site, TopologyMembership
+from fleet_rules.explanations import EXCLUSION_EXPLANATIONS, SKIP_EXPLANATIONS
+from fleet_rules.vocabulary import PlanningMode
 
 
 class Command(BaseCommand):
@@ -46,7 +49,7 @@ class Command(BaseCommand):
                 outcome = rerun_dispatch(site=site, device_ids=device_ids, mode=mode, requested_by="cli:fleet rerun")
         except ValidationError as exc:
             raise CommandError("; ".join(f"{k}: {' '.join(v)}" for k, v in exc.message_dict.items())) from exc
-        self.render(site, outcome, options["dry_run"])
+        self.render(site, outcome, options["dry_run"], device_ids)
 
     def select(self, site: Site, options: dict[str, Any]) -> list[uuid.UUID]:
         if options["devices"]:
@@ -66,46 +69,55 @@ class Command(BaseCommand):
                 raise CommandError(f"not devices of {site.slug}: {', '.join(missing)}")
             return ids
         if options["topology"]:
-            topologies = Topology.objects.filter(site=site, label=options["topology"])
-            if not topologies.exists():
-                raise CommandError(f"no topology labelled {options['topology']!r} at {site.slug}")
-            return list(
-                Device.objects.filter(memberships__topology__in=topologies)
-                .distinct()
-                .order_by("hostname")
-                .values_list("id", flat=True)
-            )
-        return list(
-            PolicyProgress.objects.filter(
-                site=site, verdict__in=[Verdict.FAILED, Verdict.ERRORED], device__isnull=False
-            )
-            .values_list("device_id", flat=True)
-            .distinct()
-        )
+            members = topology_devices(site, options["topology"])
+            if not members:
+                raise CommandError(f"no topology labelled {options['topology']!r} with devices at {site.slug}")
+            return members
+        return failing_devices(site)
 
-    def render(self, site: Site, outcome: DispatchOutcome, dry_run: bool) -> None:
+    def say_what_failed(self, console: Console, site: Site, selected: list[uuid.UUID]) -> None:
+        """When nothing can be planned, the operator still wants to know what is wrong."""
+        topologies = set(
+            TopologyMembership.objects.filter(device_id__in=selected).values_list("topology_id", flat=True)
+        )
+        chosen = set(selected)
+        failing = [
+            f
+            for f in iter_site_failures(site, FailureFilters(), order="target")
+            if f.device_id in chosen or f.topology_id in topologies
+        ]
+        if not failing:
+            console.print("Nothing can be dispatched now, and nothing in the selection has failed.")
+            return
+        console.print("Nothing can be dispatched now. What is failing in the selection:")
+        for f in failing:
+            why = "; ".join(rule.describe() for rule in f.rules) or f.error or f.verdict
+            console.print(f"  {f.target} {f.requirement} ({f.verdict}, attempt {f.attempts}): {why}")
+
+    def render(self, site: Site, outcome: DispatchOutcome, dry_run: bool, selected: list[uuid.UUID]) -> None:
         console = command_console(self, width=120)
         hostnames = dict(Device.objects.filter(site=site).values_list("id", "hostname"))
-        jobs = Table(title="Jobs that would be created (dry run)" if dry_run else "Jobs created")
-        for column in ("job", "workflow", "topology", "devices", "requirements"):
-            jobs.add_column(column)
-        created = outcome.created_jobs or [None] * len(outcome.plan.jobs)
-        for planned, job in zip(outcome.plan.jobs, created, strict=True):
-            jobs.add_row(
-                str(job.job_id)[:8] if job else "-",
-                planned.workflow_name,
-                planned.topology.label if planned.topology else "-",
-                _names(hostnames, planned.device_ids),
-                ", ".join(r.name for r in planned.requirements),
-            )
-        console.print(jobs)
+        if outcome.plan.jobs:
+            jobs = Table(title="Jobs that would be created (dry run)" if dry_run else "Jobs created")
+            for column in ("job", "workflow", "topology", "devices", "requirements"):
+                jobs.add_column(column)
+            created = outcome.created_jobs or [None] * len(outcome.plan.jobs)
+            for planned, job in zip(outcome.plan.jobs, created, strict=True):
+                jobs.add_row(
+                    str(job.job_id)[:8] if job else "-",
+                    planned.workflow_name,
+                    planned.topology.label if planned.topology else "-",
+                    _names(hostnames, planned.device_ids),
+                    ", ".join(r.name for r in planned.requirements),
+                )
+            console.print(jobs)
         if outcome.plan.skips:
-            skips = Table(title="Not dispatched")
+            skips = Table(title="Not dispatched, and why")
             for column in ("reason", "requirement", "resource class", "topology", "devices"):
                 skips.add_column(column)
             for group in outcome.plan.skips:
                 skips.add_row(
-                    group.reason,
+                    f"{group.reason}: {SKIP_EXPLANATIONS[group.reason]}",
                     group.requirement_name,
                     group.resource_class,
                     group.topology.label if group.topology else "-",
@@ -113,7 +125,12 @@ class Command(BaseCommand):
                 )
             console.print(skips)
         for exclusion in outcome.plan.exclusions:
-            console.print(f"excluded {hostnames.get(exclusion.device_id, exclusion.device_id)}: {exclusion.reason}")
+            console.print(
+                f"excluded {hostnames.get(exclusion.device_id, exclusion.device_id)}: {exclusion.reason} "
+                f"({EXCLUSION_EXPLANATIONS[exclusion.reason]})"
+            )
+        if not outcome.plan.jobs:
+            self.say_what_failed(console, site, selected)
         console.print(
             f"{len(outcome.plan.jobs)} job(s) {'planned' if dry_run else 'created'}, "
             f"{sum(len(g.device_ids) for g in outcome.plan.skips)} skip(s), "

@@ -24,6 +24,7 @@ from django.db import connections
 from rich.console import Console
 from rich.table import Table
 
+from fleet.burnin import reads
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.core import embedded
@@ -31,9 +32,10 @@ from fleet.core.console import command_console
 from fleet.core.dbbackend.base import APP_DATABASE
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
-from fleet.inventory.models import Satellite, Site
+from fleet.inventory.models import Device, Satellite, Site
 from fleet.inventory.services import satellite_credentials_issue
 from fleet.jobs.models import Job
+from fleet_rules.explanations import DISPLAY_ORDER, VERDICT_SIGNS
 from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, PlanningMode, Verdict
 
 EXAMPLE = Path(__file__).resolve().parents[5] / "examples" / "fleet.yaml"
@@ -50,14 +52,23 @@ class Command(BaseCommand):
             "--time-scale",
             type=float,
             default=0.002,
-            help="Simulated seconds per real second (0.002: a 30-minute DCGM run takes 3.6 s).",
+            help="Real seconds per simulated second: a test's simulated duration is multiplied by it "
+            "(0.002: a 30-minute DCGM run takes 3.6 s; 0: no waiting).",
         )
         parser.add_argument("--seed", type=int, default=42)
         parser.add_argument("--faulty-share", type=float, default=0.15)
         parser.add_argument("--dispatch-every", type=float, default=15.0, help="Seconds between operator reruns.")
         parser.add_argument("--duration", type=float, default=0.0, help="Stop after this many seconds (0: never).")
+        parser.add_argument(
+            "--max-attempts",
+            type=int,
+            default=3,
+            help="Rerun a failing target at most this many times under one policy version; then the demo "
+            "operator reports its device as needing repair and stops dispatching it.",
+        )
 
     def handle(self, *args, **options):
+        self.reported_repair: set[tuple[str, str, str]] = set()
         console = command_console(self, width=110)
         if settings.DATABASES["default"]["ENGINE"] == "fleet.core.dbbackend":
             embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR, database=APP_DATABASE)
@@ -105,10 +116,11 @@ class Command(BaseCommand):
                 }
                 children.append(self.spawn([sys.executable, "-m", "fleet_agent", "run"], env))
             console.print(
-                f"\n[bold]fleet-burnin demo[/bold] at {base}/  ·  API docs {base}/api/docs/  ·  "
-                f"admin {base}/admin/ (admin / {password})\n"
-                "Agents are burning in the simulated fleet; the operator loop dispatches what has not "
-                "passed. Ctrl-C stops everything.\n"
+                f"\n[bold]fleet-burnin demo[/bold] — the dashboard: [bold]{base}/[/bold]  "
+                f"(sign in as [bold]admin[/bold] / [bold]{password}[/bold])\n"
+                f"API docs {base}/api/docs/  ·  admin {base}/admin/\n"
+                "Agents are burning in the simulated fleet; the operator loop reruns what has not passed, "
+                f"at most {options['max_attempts']} times per failing target. Ctrl-C stops everything.\n"
             )
             started, next_dispatch = time.monotonic(), time.monotonic() + 5
             while not stop["now"]:
@@ -117,7 +129,7 @@ class Command(BaseCommand):
                 if any(child.poll() is not None for child in children):
                     raise CommandError("a demo process exited unexpectedly; see the log above")
                 if time.monotonic() >= next_dispatch:
-                    self.operator_pass(console)
+                    self.operator_pass(console, options["max_attempts"])
                     next_dispatch = time.monotonic() + options["dispatch_every"]
                 time.sleep(0.5)
         finally:
@@ -166,9 +178,24 @@ class Command(BaseCommand):
         password_file.chmod(0o600)
         return password
 
-    def operator_pass(self, console: Console) -> None:
-        """What an operator does: rerun everything that has not passed (skips explain the rest)."""
+    def operator_pass(self, console: Console, max_attempts: int) -> None:
+        """What an operator does: rerun everything that has not passed, except targets that already
+        failed `max_attempts` times under this policy — those devices need repair, not another run."""
         for site in Site.objects.all():
+            failures = list(reads.iter_site_failures(site, reads.FailureFilters(), order="target"))
+            repair = [f for f in failures if f.attempts >= max_attempts]
+            for failure in repair:
+                if (site.slug, failure.target, failure.requirement) not in self.reported_repair:
+                    self.reported_repair.add((site.slug, failure.target, failure.requirement))
+                    console.print(
+                        f"[bold red]needs repair[/bold red] {site.slug}/{failure.target}: {failure.requirement} "
+                        f"failed {failure.attempts} times — {_why(failure)}"
+                    )
+            held_back = {f.device_id for f in repair if f.device_id} | set(
+                Device.objects.filter(
+                    memberships__topology_id__in=[f.topology_id for f in repair if f.topology_id]
+                ).values_list("id", flat=True)
+            )
             waiting = set(
                 PolicyProgress.objects.filter(site=site, device__isnull=False)
                 .exclude(verdict=Verdict.PASSED)
@@ -179,6 +206,7 @@ class Command(BaseCommand):
                 .exclude(verdict=Verdict.PASSED)
                 .values_list("topology__devices__id", flat=True)
             ) - {None}
+            waiting -= held_back
             if not waiting:
                 continue
             outcome = rerun_dispatch(
@@ -194,13 +222,36 @@ class Command(BaseCommand):
         self.print_progress(console)
 
     def print_progress(self, console: Console) -> None:
-        table = Table(title="Burn-in progress", show_lines=False)
-        for column in ("site", "resource class", *Verdict.values):
+        table = Table(
+            title="Burn-in progress: targets (a requirement × a device, or × a rack) by verdict", show_lines=False
+        )
+        for column in (
+            "site",
+            "resource class",
+            *(f"{VERDICT_SIGNS[v][0]} {VERDICT_SIGNS[v][1]}" for v in DISPLAY_ORDER),
+        ):
             table.add_column(column, justify="left" if column in ("site", "resource class") else "right")
         counts: dict[tuple[str, str], dict[str, int]] = {}
-        for site, rc, verdict in PolicyProgress.objects.values_list("site__slug", "resource_class", "verdict"):
-            counts.setdefault((site, rc), dict.fromkeys(Verdict.values, 0))[verdict] += 1
-        for (site, rc), verdicts in sorted(counts.items()):
-            table.add_row(site, rc, *(str(verdicts[v]) for v in Verdict.values))
+        for slug, rc, verdict in PolicyProgress.objects.values_list("site__slug", "resource_class", "verdict"):
+            counts.setdefault((slug, rc), dict.fromkeys(Verdict.values, 0))[verdict] += 1
+        for (slug, rc), verdicts in sorted(counts.items()):
+            table.add_row(slug, rc, *(str(verdicts[v]) for v in DISPLAY_ORDER))
         console.print(table)
+        for site in Site.objects.all():
+            failures, more = reads.site_failures(site, reads.FailureFilters(), order="target", limit=FAILURES_SHOWN)
+            for failure in failures:
+                console.print(
+                    f"  {VERDICT_SIGNS[Verdict(failure.verdict)][0]} {site.slug}/{failure.target} "
+                    f"{failure.requirement} (attempt {failure.attempts}): {_why(failure)}"
+                )
+            if more:
+                console.print(f"  … more at the dashboard's failures page: /sites/{site.slug}/failures/")
         console.print(f"active jobs: {Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).count()}")
+
+
+#: Failing targets listed under the progress table (the dashboard lists them all).
+FAILURES_SHOWN = 8
+
+
+def _why(failure: reads.FailureRow) -> str:
+    return "; ".join(rule.describe() for rule in failure.rules) or failure.error or "failed"
