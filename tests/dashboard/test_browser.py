@@ -219,7 +219,7 @@ def test_a_viewer_sees_no_dispatch_control_and_a_forged_dispatch_gets_403(tab):
     status = page.evaluate(
         """async () => {
             const token = document.cookie.split('; ').find(c => c.startsWith('csrftoken=')).split('=')[1];
-            const body = new URLSearchParams({select: 'failed', csrfmiddlewaretoken: token});
+            const body = new URLSearchParams({select: 'every-failing-device', csrfmiddlewaretoken: token});
             const response = await fetch('/sites/lon-1/reruns/dispatch/', {method: 'POST', body});
             return response.status;
         }"""

@@ -13,6 +13,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from fleet.burnin.models import PolicyProgress
+from fleet.dashboard.forms import ALL_FAILED
 from fleet.jobs.models import Job
 from tests.dashboard.conftest import OPERATOR, VIEWER, build_site
 
@@ -148,14 +149,14 @@ def test_viewers_see_no_rerun_controls_and_a_forged_dispatch_is_refused(person, 
     assert "preview-selected" not in grid and 'name="device"' not in grid
     viewer.get("/sites/lon-1/grid/")  # sets the CSRF cookie, as a browser would
     token = viewer.cookies["csrftoken"].value
-    forged = viewer.post("/sites/lon-1/reruns/dispatch/", {"select": "failed", "csrfmiddlewaretoken": token})
+    forged = viewer.post("/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED, "csrfmiddlewaretoken": token})
     assert forged.status_code == 403
     assert Job.objects.count() == 0
 
 
 def test_a_dispatch_without_csrf_is_refused(person, burnt_in):
     operator = person(OPERATOR)
-    assert operator.post("/sites/lon-1/reruns/dispatch/", {"select": "failed"}).status_code == 403
+    assert operator.post("/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED}).status_code == 403
     assert Job.objects.count() == 0
 
 
@@ -188,7 +189,7 @@ def test_an_empty_or_bad_selection_is_a_clear_400(person, burnt_in):
 
 def test_jobs_are_listed_and_an_operator_cancels_one(person, burnt_in):
     operator = person(OPERATOR)
-    _post(operator, "/sites/lon-1/reruns/dispatch/", {"select": "failed"})
+    _post(operator, "/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED})
     jobs = list(Job.objects.all())
     assert jobs
     listing = text(operator.get("/jobs/?site=lon-1"))
@@ -228,10 +229,26 @@ def test_each_page_costs_the_same_queries_at_two_fleet_sizes(person, fleet, url)
     counts = []
     for grow in (0, 3):
         world.add_racks(grow)
-        _post(browser, "/sites/lon-1/reruns/dispatch/", {"select": "failed"})  # jobs to list, more each time
+        _post(browser, "/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED})  # jobs to list, more each time
         browser.get(url)  # warm: the session, permissions, content types
         with CaptureQueriesContext(connection) as queries:
             assert browser.get(url).status_code == 200
         counts.append(len(queries))
     assert len(world.devices) == 16 and Job.objects.count() >= 4
     assert counts[0] == counts[1], counts
+
+
+def test_what_does_not_exist_is_the_404_page(person, burnt_in):
+    viewer = person(VIEWER)
+    assert viewer.get("/sites/lon-1/devices/no-such-host/").status_code == 404
+    assert viewer.get("/sites/no-such-site/").status_code == 404
+    assert viewer.get("/executions/00000000-0000-4000-8000-000000000000/").status_code == 404
+    assert viewer.get("/sites/lon-1/metrics/no-such-requirement/").status_code == 404
+    assert "404 — not found" in text(viewer.get("/jobs/00000000-0000-4000-8000-000000000000/"))
+
+
+def test_the_grid_offers_operators_every_failing_device_and_a_rack_as_selections(person, burnt_in):
+    page = text(person(OPERATOR).get("/sites/lon-1/grid/"))
+    assert f'name="select" value="{ALL_FAILED}"' in page
+    assert '<option value="rack-a01">rack rack-a01</option>' in page
+    assert page.count('name="device"') == 8

@@ -8,8 +8,9 @@ import sys
 
 PROGRAM = """
 import sys
-import fleet_rules.eligibility, fleet_rules.evaluations, fleet_rules.jobs
-import fleet_rules.planning, fleet_rules.resolution, fleet_rules.verdicts, fleet_rules.vocabulary
+import fleet_rules.eligibility, fleet_rules.evaluations, fleet_rules.evidence, fleet_rules.explanations
+import fleet_rules.jobs, fleet_rules.planning, fleet_rules.resolution, fleet_rules.verdicts
+import fleet_rules.vocabulary
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"django", "rest_framework", "psycopg", "fleet"})
 print(",".join(loaded))
 """

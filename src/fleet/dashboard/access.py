@@ -6,7 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
-from django.http import HttpRequest
+from django.http import Http404, HttpRequest
+
+from fleet.core.exceptions import NotFoundError
 
 #: What reading the burn-in pages takes (the API's reads check the same).
 VIEW_PROGRESS = "burnin.view_policyprogress"
@@ -43,4 +45,11 @@ def dashboard_context(request: HttpRequest) -> dict[str, Any]:
 
 class Page(LoginRequiredMixin, PermissionRequiredMixin):
     """A dashboard page: signed-in people with the page's `permission_required`; a signed-in
-    person without it gets the 403 page, a signed-out one the login page."""
+    person without it gets the 403 page, a signed-out one the login page; what a selector does not
+    find is the 404 page."""
+
+    def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().dispatch(request, *args, **kwargs)
+        except NotFoundError as exc:
+            raise Http404(exc.detail) from exc

@@ -12,7 +12,7 @@ from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
@@ -21,7 +21,7 @@ from django.views import View
 from fleet.burnin import reads
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
-from fleet.core.exceptions import FleetError, NotFoundError
+from fleet.core.exceptions import FleetError
 from fleet.dashboard import access, charts
 from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm, RerunForm
 from fleet.inventory.identity import actor_label
@@ -109,7 +109,15 @@ class GridPage(access.Page, View):
         return _page(
             request,
             "dashboard/grid.html",
-            {"site": site, "form": form, "classes": classes, "filters": filters, "grid": grid, "query": request.GET},
+            {
+                "site": site,
+                "form": form,
+                "classes": classes,
+                "filters": filters,
+                "grid": grid,
+                "query": request.GET,
+                "every_failing": ALL_FAILED,
+            },
             {"grid": "dashboard/partials/grid_table.html"},
         )
 
@@ -218,10 +226,7 @@ class DevicePage(access.Page, View):
 
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
         site = _site(slug)
-        try:
-            detail = reads.device_detail(site, hostname)
-        except NotFoundError as exc:
-            raise Http404(str(exc)) from exc
+        detail = reads.device_detail(site, hostname)
         return render(request, "dashboard/device.html", {"site": site, "detail": detail})
 
 
@@ -229,10 +234,7 @@ class ExecutionPage(access.Page, View):
     permission_required = access.VIEW_EXECUTIONS
 
     def get(self, request: HttpRequest, execution_id: UUID) -> HttpResponse:
-        try:
-            evidence = reads.execution_evidence(execution_id)
-        except NotFoundError as exc:
-            raise Http404(str(exc)) from exc
+        evidence = reads.execution_evidence(execution_id)
         return render(request, "dashboard/execution.html", {"evidence": evidence, "site": evidence.execution.site})
 
 
@@ -241,10 +243,7 @@ class MetricsPage(access.Page, View):
 
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:
         site = _site(slug)
-        try:
-            pictures = reads.metric_pictures(site, requirement)
-        except NotFoundError as exc:
-            raise Http404(str(exc)) from exc
+        pictures = reads.metric_pictures(site, requirement)
         drawn = []
         for picture in pictures:
             threshold = picture.rule.threshold
@@ -291,10 +290,7 @@ class JobPage(access.Page, View):
     permission_required = (access.VIEW_JOBS, access.VIEW_EXECUTIONS)
 
     def get(self, request: HttpRequest, job_id: UUID) -> HttpResponse:
-        try:
-            job = job_get(job_id)
-        except NotFoundError as exc:
-            raise Http404(str(exc)) from exc
+        job = job_get(job_id)
         return _page(
             request,
             "dashboard/job.html",
