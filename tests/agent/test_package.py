@@ -10,8 +10,8 @@ import sys
 def test_the_agent_imports_no_django_and_nothing_of_the_service():
     script = (
         "import json, sys\n"
-        "import fleet_agent.cli, fleet_agent.runner, fleet_agent.client, fleet_agent.evaluator\n"
-        "import fleet_agent.executors.simulated, fleet_agent.executors.command\n"
+        "import fleet_agent.cli, fleet_agent.runner, fleet_agent.client\n"
+        "import fleet_agent.executors.simulated, fleet_agent.executors.command, fleet_agent.executors.slurm\n"
         "service = ('django', 'rest_framework', 'fleet')\n"
         "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in service)))\n"
     )

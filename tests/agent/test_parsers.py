@@ -8,12 +8,12 @@ from typing import Any
 
 import pytest
 
-from fleet_agent.evaluator import evaluate
 from fleet_agent.parsers import ParseError, parser_for, summarise
 from fleet_agent.parsers.dcgm import parse_diag_json
 from fleet_agent.parsers.nccl import parse_all_reduce, parse_all_reduce_rows
 from fleet_agent.parsers.nvbandwidth import parse as parse_nvbandwidth
 from fleet_agent.parsers.nvidia_smi import parse_query_csv
+from fleet_rules.evaluator import evaluate
 
 FIXTURES = Path(__file__).parent / "fixtures"
 SMI_FIELDS = [

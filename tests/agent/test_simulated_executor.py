@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet_agent.evaluator import evaluate
 from fleet_agent.executors import Executor, Fault, SimulatedExecutor, Target, TestOutcome, TestRun
 from fleet_agent.executors.simulated import FAULT_MODES, MULTINODE_TEST
+from fleet_rules.evaluator import evaluate
 
 FLEET_YAML = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
 SITE = "lon-1"

@@ -13,8 +13,8 @@ from fleet.burnin.evaluation_results.service import evaluation_results_upsert
 from fleet.burnin.models import TestExecution
 from fleet.burnin.reconcile.service import reconcile_sweep
 from fleet.policies.selectors import load_resolutions
-from fleet_agent.evaluator import evaluate
 from fleet_rules.evaluations import ResultItem
+from fleet_rules.evaluator import evaluate
 from fleet_rules.vocabulary import WorkflowName
 from tests.builders import FleetBuilder
 

@@ -20,9 +20,9 @@ from typing import Any
 from fleet_agent import __version__
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
-from fleet_agent.evaluator import evaluate
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
 from fleet_agent.state import AgentState
+from fleet_rules.evaluator import evaluate
 
 logger = logging.getLogger("fleet_agent")
 

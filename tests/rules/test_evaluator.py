@@ -1,4 +1,5 @@
-"""The evaluator is fail-closed, deterministic to the byte, and speaks exactly the spec's payload."""
+"""The evaluator (`fleet_rules.evaluator`, shared by the agent and the service) is fail-closed,
+deterministic to the byte, and speaks exactly the spec's payload. (Moved from tests/agent.)"""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet_agent.evaluator import evaluate, payload_json
+from fleet_rules.evaluator import evaluate, payload_json
 
 SPEC = Path(__file__).resolve().parents[1] / "contract" / "spec" / "evaluation-results-upsert.yaml"
 

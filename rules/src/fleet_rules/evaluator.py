@@ -1,8 +1,9 @@
 """Fail-closed evaluation of an execution's metrics against its resolved threshold rules.
 
 This is a pure function of its inputs so that the agent and anyone re-checking a result get the same
-answer byte for byte (`payload_json`). The service stores the spec's `BurnInEvaluationResultPayloadSchema`
-as it is posted, so that is exactly what `evaluate` returns.
+answer byte for byte (`payload_json`). It lives in the rules core so that the agent and the service
+share one implementation, never a copy. The service stores the spec's
+`BurnInEvaluationResultPayloadSchema` as it is posted, so that is exactly what `evaluate` returns.
 
 Fail-closed means the hardware has to prove itself: a metric, value or statistic that is missing, NaN,
 infinite, a boolean, or anything but a number where a number is compared fails its rule. A rule set that
@@ -15,19 +16,22 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping, Sequence
+import operator
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+from fleet_rules.vocabulary import Comparator, ExecutionStatus
 
 __all__ = ["COMPARATORS", "evaluate", "payload_json"]
 
-COMPARATORS: frozenset[str] = frozenset({"gt", "lt", "eq", "gte", "lte"})
+COMPARATORS: frozenset[str] = frozenset(Comparator.values)
 
-_NUMERIC_TESTS = {
-    "gt": lambda value, threshold: value > threshold,
-    "lt": lambda value, threshold: value < threshold,
-    "eq": lambda value, threshold: value == threshold,
-    "gte": lambda value, threshold: value >= threshold,
-    "lte": lambda value, threshold: value <= threshold,
+_NUMERIC_TESTS: dict[str, Callable[[float, float], bool]] = {
+    Comparator.GT: operator.gt,
+    Comparator.LT: operator.lt,
+    Comparator.EQ: operator.eq,
+    Comparator.GTE: operator.ge,
+    Comparator.LTE: operator.le,
 }
 
 
@@ -46,11 +50,11 @@ def evaluate(
     reason and no metric evaluations, whatever metrics it carries. A running one is not finished and has
     no verdict yet: asking for one is a caller bug (`ValueError`).
     """
-    if status == "errored":
+    if status == ExecutionStatus.ERRORED:
         return {"passed": False, "reason": error or "the execution errored", "metric_evaluations": {}}
-    if status == "running":
+    if status == ExecutionStatus.RUNNING:
         raise ValueError("a running execution has no verdict yet; evaluate it once it has finished")
-    if status != "completed":
+    if status != ExecutionStatus.COMPLETED:
         raise ValueError(f"unknown execution status {status!r}")
 
     if not isinstance(metrics, Mapping):
@@ -135,7 +139,7 @@ def _why_failed(
     metrics: Mapping[str, Any], metric: str, statistic: str | None, comparator: str, threshold: int | float | str
 ) -> str | None:
     """None when the rule passes, else the reason it failed, in words an operator can act on."""
-    if isinstance(threshold, str) and comparator != "eq":
+    if isinstance(threshold, str) and comparator != Comparator.EQ:
         return "string thresholds compare only with eq"
     reported = metrics.get(metric)
     if reported is None:
