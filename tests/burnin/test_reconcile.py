@@ -369,16 +369,16 @@ def test_concurrent_sweeps_interleaved_with_evaluation_writes_end_as_a_sequentia
     for execution in old:
         evaluate(execution, diag, site, passed=True)
 
-    original = reconcile_service.upsert_rows
+    original = reconcile_service.page_write
     loaded, resume = threading.Event(), threading.Event()
 
-    def slow_first_page(scope, rows):
+    def slow_first_page(scope, rows, **marks):
         if threading.current_thread().name == "A" and not loaded.is_set():
             loaded.set()
             assert resume.wait(20)
-        return original(scope, rows)
+        return original(scope, rows, **marks)
 
-    monkeypatch.setattr(reconcile_service, "upsert_rows", slow_first_page)
+    monkeypatch.setattr(reconcile_service, "page_write", slow_first_page)
     results = {}
 
     def run(name, limit):
