@@ -291,3 +291,16 @@ def test_values_json_cannot_store_and_blank_statistics_are_located_problems(db):
     }
     assert "quote it" in problems["parameter_profiles[0].parameters.since"]
     assert Site.objects.count() == 0
+
+
+def test_an_apply_that_changed_something_leaves_fresh_planner_statistics(db):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Device._meta.db_table])
+        before = cursor.fetchone()[0]
+        apply_text(EXAMPLE.read_text())
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Device._meta.db_table])
+        after = cursor.fetchone()[0]
+    assert before != Device.objects.count()
+    assert after == Device.objects.count()  # ANALYZE ran on what the apply wrote
