@@ -18,8 +18,8 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
-from fleet.core.statistics import tables_analyse
 from fleet.burnin.models import TestExecution
+from fleet.core.statistics import tables_analyse
 from fleet.fleetfile.document import (
     DeviceDecl,
     FleetDocument,
