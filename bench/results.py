@@ -88,9 +88,7 @@ def results_build(
         if largest is None
         else {"devices": largest.devices, "preview_s": largest.preview.seconds, "dispatch_s": largest.dispatch.seconds},
         "queries_per_reconcile_page": {
-            str(r.limit): _counts(r.first.queries[1:-1] or r.first.queries)
-            for r in reconciles
-            if r.path == "service"
+            str(r.limit): _counts(r.first.queries[1:-1] or r.first.queries) for r in reconciles if r.path == "service"
         },
         "queries_per_upsert": {
             str(u.batch): _counts(u.modes["insert"].queries.counts) for u in upserts if u.path == "service"
