@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet.burnin.evaluation_results.service import evaluation_results_upsert
-from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
+from fleet.burnin.models import EvaluationResult, PolicyProgress, ReconcileSweep, TestExecution
 from fleet.burnin.reconcile import service as reconcile_service
 from fleet.inventory.models import Device
 from fleet.policies.models import ThresholdRule
@@ -181,8 +181,16 @@ def test_a_sweep_writes_every_target_then_finds_them_unchanged(bearer, rack_flee
         None,
     )
     assert PolicyProgress.objects.get(requirement=rack, topology=racks[0]).verdict == "failed"
+    first_record = ReconcileSweep.objects.get(satellite__name="sat-a", resource_class="gpu.h200.8x", gate=None)
+    assert (first_record.target_count, first_record.written, first_record.deferred) == (18, 17, 1)
+    rows_before = {row.id: row.reconciled_at for row in PolicyProgress.objects.all()}
     again = sweep_api(client, BODY)
     assert (again[0]["written"], again[0]["unchanged"], again[0]["deferred"]) == (0, 17, 1)
+    # Steady state writes nothing: the rows are untouched, the scope's sweep record moves on.
+    assert {row.id: row.reconciled_at for row in PolicyProgress.objects.all()} == rows_before
+    record = ReconcileSweep.objects.get(pk=first_record.pk)
+    assert record.completed_at > first_record.completed_at
+    assert (record.written, record.unchanged, record.deferred, record.deleted) == (0, 17, 1, 0)
 
 
 @pytest.mark.parametrize(
