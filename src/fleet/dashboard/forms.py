@@ -31,7 +31,7 @@ class FailureFilterForm(forms.Form):
 
 #: Selections the rerun form takes besides ticked devices, resolved on the server (so selecting
 #: a whole site's failures never posts thousands of fields).
-ALL_FAILED = "failed"
+ALL_FAILED = Verdict.FAILED.value
 
 
 class DeviceIdsField(forms.Field):
