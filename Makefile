@@ -31,8 +31,9 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# make bench [SCALE=small|2|…]: SCALE=small is a quick run (under two minutes).
 bench: $(STAMP)
-	$(BIN)/python bench/run.py
+	$(BIN)/python bench/run.py $(if $(SCALE),--scale $(SCALE))
 
 clean:
 	rm -rf $(VENV) .fleet

@@ -116,7 +116,8 @@ def _measure(table: str, temporary: bool, batches: list[list[list]], rows: int, 
 
 
 def anchor_measure(*, scale: float, runs: int) -> list[AnchorRow]:
-    rows = max(1000, int(ROWS_PER_SCALE * scale))
+    # Never below the default size: a small anchor is dominated by its first batches and reads low.
+    rows = max(ROWS_PER_SCALE, int(ROWS_PER_SCALE * scale))
     batches = _batches(rows)
     return [
         _measure("bench_anchor_temporary", True, batches, rows, runs),

@@ -3,12 +3,13 @@ runs them (scope load + one page per request), at two page sizes.
 
 The first sweep starts from an empty projection (every target written or deferred); the second
 finds every row already right (unchanged), which is the steady state an agent lives in. An
-unchanged row still goes through the page's upsert (its `reconciled_at` is bumped), so the
-second sweep writes as many rows as the first.
+unchanged row is not written (the scope's ReconcileSweep record carries the freshness), so the
+second sweep only reads.
 """
 
 from __future__ import annotations
 
+import statistics
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -33,6 +34,11 @@ class Sweep:
     target_count: int = 0
     counters: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     queries: list[int] = field(default_factory=list)  # per page
+    page_seconds: list[float] = field(default_factory=list)  # per page
+
+    @property
+    def median_page_ms(self) -> float:
+        return statistics.median(self.page_seconds) * 1000 if self.page_seconds else 0.0
 
     def describe_queries(self) -> str:
         """First page / every page in between / final page: the middle must be one number."""
@@ -92,8 +98,15 @@ def _sweep(pages: Callable[[Fleet, int], PageFetcher], fleet: Fleet, limit: int)
     sweep = Sweep()
     queries = QueryLog(sweep.queries)
     fetch = pages(fleet, limit)
+
+    def timed_page(cursor: str | None) -> ReconcilePage:
+        began = time.perf_counter()
+        page = queries.call(partial(fetch, cursor))
+        sweep.page_seconds.append(time.perf_counter() - began)
+        return page
+
     start = time.perf_counter()
-    totals = reconcile_sweep(**_scope(fleet, limit), fetch_page=lambda cursor: queries.call(partial(fetch, cursor)))
+    totals = reconcile_sweep(**_scope(fleet, limit), fetch_page=timed_page)
     sweep.seconds = time.perf_counter() - start
     sweep.pages = len(totals.pages)
     sweep.target_count = totals.target_count
@@ -146,8 +159,15 @@ def _measure(path: str, page, fleet: Fleet, limit: int, runs: int) -> ReconcileR
 def reconcile_measure(
     fleet: Fleet, *, runs: int, http: AgentClient | None, progress: Callable[[str], None]
 ) -> list[ReconcileRow]:
-    """Service sweeps at each limit; with `http`, also one sweep pair through the view."""
-    rows = []
+    """One sweep pair on the statistics the bulk load left (as production meets them after a
+    large `fleet apply`), then, after ANALYZE, service sweeps at each limit; with `http`, also
+    one sweep pair through the view."""
+    progress("reconcile service, limit 500, statistics from before the load")
+    stale = _measure("service, stale stats", _service_pages, fleet, 500, 1)
+    progress("ANALYZE")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    rows = [stale]
     for limit in LIMITS:
         progress(f"reconcile service, limit {limit}")
         rows.append(_measure("service", _service_pages, fleet, limit, runs))

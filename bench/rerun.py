@@ -31,6 +31,7 @@ class RerunRow:
     dispatch: Timing
     preview_queries: str = ""
     dispatch_queries: str = ""
+    dispatch_queries_counts: list[int] = field(default_factory=list)
     jobs: int = 0
     skipped_devices: int = 0
     skip_groups: int = 0
@@ -71,14 +72,15 @@ def _measure_selection(fleet: Fleet, selected: list[UUID], runs: int) -> RerunRo
     row = RerunRow(len(selected), timed(preview, runs=runs), timed(dispatch, runs=runs, before=_jobs_delete))
     _jobs_delete()
     row.preview_queries, row.dispatch_queries = previews.spread(), dispatches.spread()
+    row.dispatch_queries_counts = list(dispatches.counts)
     outcome = dispatched[-1]
-    row.jobs = len(outcome.jobs)
+    row.jobs = len(outcome.created_jobs)
     row.skipped_devices = len({d for group in outcome.plan.skips for d in group.device_ids})
     row.skip_groups = len(outcome.plan.skips)
-    if {len(p.plan.jobs) for p in planned} | {len(d.jobs) for d in dispatched} != {row.jobs}:
+    if {len(p.plan.jobs) for p in planned} | {len(d.created_jobs) for d in dispatched} != {row.jobs}:
         row.problems.append(
             f"rerun {row.devices} devices: previews planned {[len(p.plan.jobs) for p in planned]} jobs, "
-            f"dispatches created {[len(d.jobs) for d in dispatched]}"
+            f"dispatches created {[len(d.created_jobs) for d in dispatched]}"
         )
     return row
 

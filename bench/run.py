@@ -1,6 +1,6 @@
 """Benchmark the three seed operations and compare them with raw PostgreSQL on this machine.
 
-    python bench/run.py [--scale 2] [--runs 3] [--no-http] [--http-reconcile]
+    python bench/run.py [--scale 2 | --scale small] [--runs 3] [--no-http] [--results PATH]
 
 Prints figures and ratios; asserts nothing about speed (timings belong to a machine, not to the
 code). It runs in a throwaway database `test_fleet_bench_<pid>` on the server the service would
@@ -20,15 +20,31 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 
 
+#: `--scale small` (`make bench SCALE=small`): a fifth of the fleet, for a quick check.
+SMALL = 0.2
+
+
+def _scale(value: str) -> float:
+    return SMALL if value == "small" else float(value)
+
+
 def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--scale", type=float, default=1.0, help="grow every size by this factor (default 1)")
+    parser.add_argument(
+        "--scale",
+        type=_scale,
+        default=1.0,
+        help="grow every size by this factor (default 1); `small` = 0.2 and one run per figure (under 2 min)",
+    )
     parser.add_argument("--runs", type=int, default=3, help="runs per figure, median reported (default 3)")
     parser.add_argument("--no-http", action="store_true", help="measure the service functions only")
     parser.add_argument(
-        "--http-reconcile", action="store_true", help="also sweep through the reconcile view (about 15 s more)"
+        "--results", type=Path, default=REPO / "bench" / "results.json", help="where to write the figures as JSON"
     )
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.scale == SMALL:
+        args.runs = 1
+    return args
 
 
 def _configure() -> None:
@@ -89,6 +105,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         upsert_table,
     )
     from bench.rerun import rerun_measure
+    from bench.results import results_build, results_write
     from bench.seed import evaluations_materialise, fleet_build
     from bench.upsert import upsert_measure
 
@@ -111,7 +128,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     upserts = upsert_measure(fleet, scale=args.scale, runs=args.runs, http=http, progress=progress)
     progress("materialising evaluations for reconcile")
     evaluations_materialise(fleet)
-    reconciles = reconcile_measure(fleet, runs=args.runs, http=http if args.http_reconcile else None, progress=progress)
+    reconciles = reconcile_measure(fleet, runs=args.runs, http=http, progress=progress)
     reruns = rerun_measure(fleet, scale=args.scale, runs=args.runs, progress=progress)
     progress("anchor: raw PostgreSQL upsert")
     anchors = anchor_measure(scale=args.scale, runs=args.runs)
@@ -128,6 +145,11 @@ def _benchmark(args: argparse.Namespace) -> int:
         ratio_table(upserts, reconciles, anchors),
     ):
         table_print(out, table)
+    results = results_build(
+        scale=args.scale, load=load, upserts=upserts, reconciles=reconciles, reruns=reruns, anchors=anchors
+    )
+    results_write(results, args.results)
+    out.print(f"figures written to {args.results}")
     problems = [p for row in (*upserts, *reconciles, *reruns) for p in row.problems]
     for problem in problems:
         out.print(f"[bold red]check failed:[/bold red] {problem}")

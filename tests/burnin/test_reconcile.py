@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fleet.burnin.evaluation_results.service import evaluation_results_upsert
-from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
+from fleet.burnin.models import EvaluationResult, PolicyProgress, ReconcileSweep, TestExecution
 from fleet.burnin.reconcile import service as reconcile_service
 from fleet.inventory.models import Device
 from fleet.policies.models import ThresholdRule
@@ -181,8 +181,16 @@ def test_a_sweep_writes_every_target_then_finds_them_unchanged(bearer, rack_flee
         None,
     )
     assert PolicyProgress.objects.get(requirement=rack, topology=racks[0]).verdict == "failed"
+    first_record = ReconcileSweep.objects.get(satellite__name="sat-a", resource_class="gpu.h200.8x", gate=None)
+    assert (first_record.target_count, first_record.written, first_record.deferred) == (18, 17, 1)
+    rows_before = {row.id: row.reconciled_at for row in PolicyProgress.objects.all()}
     again = sweep_api(client, BODY)
     assert (again[0]["written"], again[0]["unchanged"], again[0]["deferred"]) == (0, 17, 1)
+    # Steady state writes nothing: the rows are untouched, the scope's sweep record moves on.
+    assert {row.id: row.reconciled_at for row in PolicyProgress.objects.all()} == rows_before
+    record = ReconcileSweep.objects.get(pk=first_record.pk)
+    assert record.completed_at > first_record.completed_at
+    assert (record.written, record.unchanged, record.deferred, record.deleted) == (0, 17, 1, 0)
 
 
 @pytest.mark.parametrize(
@@ -369,16 +377,16 @@ def test_concurrent_sweeps_interleaved_with_evaluation_writes_end_as_a_sequentia
     for execution in old:
         evaluate(execution, diag, site, passed=True)
 
-    original = reconcile_service.upsert_rows
+    original = reconcile_service.page_write
     loaded, resume = threading.Event(), threading.Event()
 
-    def slow_first_page(scope, rows):
+    def slow_first_page(scope, rows, **marks):
         if threading.current_thread().name == "A" and not loaded.is_set():
             loaded.set()
             assert resume.wait(20)
-        return original(scope, rows)
+        return original(scope, rows, **marks)
 
-    monkeypatch.setattr(reconcile_service, "upsert_rows", slow_first_page)
+    monkeypatch.setattr(reconcile_service, "page_write", slow_first_page)
     results = {}
 
     def run(name, limit):

@@ -304,3 +304,18 @@ def test_export_to_a_file_says_what_it_wrote_and_refuses_an_unwritable_path(db, 
     assert parse_text(target.read_text())  # what it wrote is a fleet file
     with pytest.raises(CommandError, match="cannot write"):
         call_command("export", "-o", str(tmp_path / "missing-folder" / "fleet.yaml"), stdout=io.StringIO())
+
+
+def test_an_apply_that_changed_something_leaves_fresh_planner_statistics(db):
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        # Statistics outlive the test transactions: start from the empty table's, whatever ran before.
+        cursor.execute(f'ANALYZE "{Device._meta.db_table}"')
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Device._meta.db_table])
+        before = cursor.fetchone()[0]
+        apply_text(EXAMPLE.read_text())
+        cursor.execute("SELECT reltuples FROM pg_class WHERE relname = %s", [Device._meta.db_table])
+        after = cursor.fetchone()[0]
+    assert before != Device.objects.count()
+    assert after == Device.objects.count()  # ANALYZE ran on what the apply wrote

@@ -44,20 +44,19 @@ def test_derive_verdict(case, given, expected):
     assert derive_verdict(given, KEY) == expected
 
 
-SCOPE = (uuid4(), uuid4(), "gpu.h200.8x", "burn-in")
 PASSED_T1 = Derived("passed", EXEC, KEY, T1)
 
 
-def row(verdict="passed", execution=EXEC, key=KEY, version=3, watermark=T1, scope=SCOPE):
-    return StoredRow(verdict, execution, key, version, watermark, scope)
+def row(verdict="passed", execution=EXEC, key=KEY, version=3, watermark=T1, in_scope=True):
+    return StoredRow(verdict, execution, key, version, watermark, in_scope)
 
 
 DECISIONS = [
     ("no row yet", PASSED_T1, None, RowAction.WRITE),
-    ("exactly the derived state", PASSED_T1, row(), RowAction.BUMP),
+    ("exactly the derived state: nothing to write", PASSED_T1, row(), RowAction.KEEP),
     ("another verdict, older watermark", PASSED_T1, row(verdict="failed", watermark=T0), RowAction.WRITE),
     ("another policy version", PASSED_T1, row(version=2), RowAction.WRITE),
-    ("moved to another scope", PASSED_T1, row(scope=(uuid4(), *SCOPE[1:])), RowAction.WRITE),
+    ("moved to another scope", PASSED_T1, row(in_scope=False), RowAction.WRITE),
     ("a newer watermark is kept", PASSED_T1, row(verdict="in_progress", watermark=T2), RowAction.KEEP_NEWER),
     ("not_run never replaces evidence", Derived("not_run", None, None, None), row(), RowAction.KEEP_NEWER),
     (
@@ -72,4 +71,4 @@ DECISIONS = [
 
 @pytest.mark.parametrize(("case", "derived", "stored", "expected"), DECISIONS, ids=[c[0] for c in DECISIONS])
 def test_decide_row(case, derived, stored, expected):
-    assert decide_row(derived, stored, policy_version=3, scope=SCOPE) is expected
+    assert decide_row(derived, stored, policy_version=3) is expected

@@ -62,18 +62,19 @@ class StoredRow:
     source_key: str | None
     policy_version: int
     watermark: datetime | None
-    scope: tuple[UUID, UUID, str, str]
+    in_scope: bool  # it belongs to the scope (site, satellite, resource class, gate) being swept
 
 
 class RowAction(enum.Enum):
     WRITE = "write"
-    BUMP = "bump"  # same state: refresh reconciled_at only (counted unchanged)
+    #: Same state: nothing to write (counted unchanged). The row is not touched: the scope's sweep
+    #: record (`completed_at`) says when a whole sweep last confirmed it, so a steady-state sweep
+    #: only reads.
+    KEEP = "keep"
     KEEP_NEWER = "keep_newer"  # a concurrent reconcile stored fresher evidence (counted unchanged)
 
 
-def decide_row(
-    derived: Derived, stored: StoredRow | None, *, policy_version: int, scope: tuple[UUID, UUID, str, str]
-) -> RowAction:
+def decide_row(derived: Derived, stored: StoredRow | None, *, policy_version: int) -> RowAction:
     if stored is None:
         return RowAction.WRITE
     same = (
@@ -82,10 +83,10 @@ def decide_row(
         and stored.source_key == derived.source_key
         and stored.watermark == derived.watermark
         and stored.policy_version == policy_version
-        and stored.scope == scope
+        and stored.in_scope
     )
     if same:
-        return RowAction.BUMP
+        return RowAction.KEEP
     if is_newer(stored.watermark, derived.watermark):
         return RowAction.KEEP_NEWER
     return RowAction.WRITE

@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
+from fleet.burnin.models import EvaluationResult, PolicyProgress, ReconcileSweep, TestExecution
 
 
 class AgentOwnedAdmin(admin.ModelAdmin):
@@ -53,3 +53,12 @@ class PolicyProgressAdmin(AgentOwnedAdmin):
 
     def has_delete_permission(self, request, obj=None):
         return request.user.has_perm("burnin.delete_policyprogress")
+
+
+@admin.register(ReconcileSweep)
+class ReconcileSweepAdmin(AgentOwnedAdmin):
+    """Each scope's last complete sweep: how fresh its projection is."""
+
+    list_display = ["site", "satellite", "resource_class", "gate", "completed_at", "target_count", "deferred"]
+    list_filter = ["site", "resource_class", "guard_tripped"]
+    list_select_related = ["site", "satellite"]

@@ -132,7 +132,16 @@ class PolicyProgress(models.Model):
         blank=True,
         help_text="Freshness of the deciding evidence; a reconcile never replaces a newer watermark.",
     )
-    reconciled_at = models.DateTimeField()
+    reconciled_at = models.DateTimeField(
+        help_text="When a reconcile last wrote this row (its state last changed). A sweep that finds the row "
+        "unchanged leaves it alone; the scope's ReconcileSweep says when a whole sweep last confirmed it."
+    )
+    missing_in_sweep = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="Start time of the sweep that found this row's target gone from the scope; its final page "
+        "deletes the row unless the deletion guard trips. Cleared whenever the row is written.",
+    )
     created_at = models.DateTimeField()
 
     class Meta:
@@ -148,10 +157,55 @@ class PolicyProgress(models.Model):
             ),
         ]
         indexes = [
-            models.Index(fields=["site", "satellite", "resource_class", "gate"], name="burnin_progress_scope_idx"),
+            # A scope's rows in target order: a page's key range (its orphans) and the distinct
+            # requirements of a scope are index range scans, never a scan of the scope.
+            models.Index(
+                fields=["site", "satellite", "resource_class", "requirement", "target_id"],
+                name="burnin_progress_scope_key_idx",
+            ),
+            models.Index(
+                fields=["site", "satellite", "resource_class", "missing_in_sweep"],
+                condition=Q(missing_in_sweep__isnull=False),
+                name="burnin_progress_missing_idx",
+            ),
             models.Index(fields=["site", "verdict"], name="burnin_prog_site_verdict_idx"),
             models.Index(fields=["device"], name="burnin_progress_device_idx"),
         ]
 
     def __str__(self) -> str:
         return f"{self.requirement.name} · {self.device or self.topology}: {self.verdict}"
+
+
+class ReconcileSweep(models.Model):
+    """The last complete reconcile sweep of one scope (site, satellite, resource class, gate or
+    none): when it started and finished and what it counted. This is the scope's freshness: every
+    row of the scope that the sweep did not defer was confirmed between `started_at` and
+    `completed_at`, whether or not it had to be written."""
+
+    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+")
+    satellite = models.ForeignKey("inventory.Satellite", on_delete=models.CASCADE, related_name="+")
+    resource_class = models.CharField(max_length=255)
+    gate = models.CharField(max_length=64, null=True, blank=True, help_text="Null: a sweep of every gate.")
+    policy_version = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    completed_at = models.DateTimeField()
+    target_count = models.PositiveIntegerField()
+    written = models.PositiveIntegerField()
+    unchanged = models.PositiveIntegerField()
+    deferred = models.PositiveIntegerField()
+    deleted = models.PositiveIntegerField()
+    guard_tripped = models.BooleanField()
+
+    class Meta:
+        ordering = ["site", "satellite", "resource_class", "gate"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["site", "satellite", "resource_class", "gate"],
+                nulls_distinct=False,
+                name="burnin_sweep_one_per_scope",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        gate = f" / {self.gate}" if self.gate else ""
+        return f"{self.resource_class}{gate}: swept {self.completed_at:%Y-%m-%d %H:%M:%S}"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fleet.burnin.models import EvaluationResult, PolicyProgress, TestExecution
+from fleet.burnin.models import EvaluationResult, PolicyProgress, ReconcileSweep, TestExecution
 from fleet.inventory.models import Device, Topology, TopologyMembership
 from fleet.policies.models import Requirement
 
@@ -15,6 +15,7 @@ TABLES = {
     "execution": TestExecution._meta.db_table,
     "evaluation": EvaluationResult._meta.db_table,
     "progress": PolicyProgress._meta.db_table,
+    "sweep": ReconcileSweep._meta.db_table,
 }
 
 

@@ -19,6 +19,7 @@ from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
 from fleet.burnin.models import TestExecution
+from fleet.core.statistics import tables_analyse
 from fleet.fleetfile.document import (
     DeviceDecl,
     FleetDocument,
@@ -93,6 +94,9 @@ def fleet_apply(*, document: FleetDocument, prune: bool = False, dry_run: bool =
                 raise _DryRun
     except _DryRun:
         pass
+    if summary.changed and not dry_run:
+        # A large apply is a bulk load: plan the next sweeps on what is there now.
+        tables_analyse(Site, Satellite, Topology, Device, TopologyMembership)
     return summary
 
 

@@ -90,6 +90,10 @@ class Topology(TimeStamped):
             models.UniqueConstraint(fields=["site", "unit", "label"], name="inventory_topology_unique_label"),
             choices_check("unit", TopologyUnit, "inventory_topology_unit_valid"),
         ]
+        indexes = [
+            # A reconcile page reads a satellite's topologies of one unit in id order.
+            models.Index(fields=["satellite", "unit", "id"], name="inventory_topology_scope_idx"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.unit}:{self.label}"

@@ -16,7 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets, load_page, reconcile_scope_load
-from fleet.burnin.reconcile.write import cleanup, upsert_rows
+from fleet.burnin.reconcile.write import SweepRecord, cleanup, page_write, sweep_record
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.identity import Actor
 from fleet_rules.verdicts import Derived, RowAction, decide_row, derive_verdict
@@ -39,14 +39,22 @@ class ReconcilePage:
     target_count: int = 0
 
 
+#: What a sweep has counted so far, carried (signed) from page to page in the cursor: the
+#: counters for the scope's sweep record and the rows in scope for the deletion guard.
+TALLIES = ("written", "unchanged", "deferred", "rows")
+
+
 @dataclass(frozen=True)
 class SweepState:
     target_count: int
     started_at: datetime
     after: tuple[str, UUID] | None
+    tallies: dict[str, int] = field(default_factory=lambda: dict.fromkeys(TALLIES, 0))
 
 
-def _cursor_payload(scope: ReconcileScope, state: SweepState, last: TargetRow) -> dict[str, Any]:
+def _cursor_payload(
+    scope: ReconcileScope, state: SweepState, last: TargetRow, tallies: dict[str, int]
+) -> dict[str, Any]:
     return {
         "site": str(scope.site_id),
         "satellite": str(scope.satellite.id),
@@ -56,6 +64,7 @@ def _cursor_payload(scope: ReconcileScope, state: SweepState, last: TargetRow) -
         "started_at": state.started_at.isoformat(),
         "target_count": state.target_count,
         "after": [last.requirement_name, str(last.target_id)],
+        "tallies": tallies,
     }
 
 
@@ -85,45 +94,62 @@ def sweep_state(scope: ReconcileScope, cursor: str | None) -> SweepState:
     name, target = payload["after"]
     started_at = parse_datetime(payload["started_at"])
     assert started_at is not None  # we signed it
-    return SweepState(int(payload["target_count"]), started_at, (name, UUID(target)))
+    tallies = payload.get("tallies") or {}
+    return SweepState(
+        int(payload["target_count"]), started_at, (name, UUID(target)), {k: int(tallies.get(k, 0)) for k in TALLIES}
+    )
 
 
 @transaction.atomic
 def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | None) -> ReconcilePage:
     state = sweep_state(scope, cursor)
-    targets = load_page(scope, state.after, limit)
-    has_more = len(targets) > limit
-    targets = targets[:limit]
+    loaded = load_page(scope, state.after, limit)
+    targets = loaded.targets
     page = ReconcilePage(target_count=state.target_count)
 
     to_store: list[tuple[TargetRow, Derived]] = []
     intended_writes: set[tuple[UUID, UUID]] = set()
+    kept_in_scope = 0  # stored rows of this scope the page leaves as they are
     for target in targets:
         derived = derive_verdict(target.evidence, scope.current_keys[target.requirement_id])
         if derived is None:
             page.deferred += 1
+            kept_in_scope += target.stored_in_scope
             continue
-        action = decide_row(
-            derived, target.stored, policy_version=scope.policy.version, scope=(*scope.row_scope, target.gate)
-        )
-        if action is RowAction.KEEP_NEWER:
+        action = decide_row(derived, target.stored, policy_version=scope.policy.version)
+        if action is not RowAction.WRITE:  # the same state, or a fresher one a concurrent sweep stored
             page.unchanged += 1
+            kept_in_scope += target.stored_in_scope
             continue
         to_store.append((target, derived))
-        if action is RowAction.WRITE:
-            intended_writes.add((target.requirement_id, target.target_id))
-        else:
-            page.unchanged += 1
-    stored = upsert_rows(scope, to_store)
+        intended_writes.add((target.requirement_id, target.target_id))
+    stored = page_write(scope, to_store, orphans=loaded.orphans, started_at=state.started_at)
     page.written = len(intended_writes & stored)
     page.unchanged += len(intended_writes - stored)
 
-    if has_more:
-        page.next_cursor = cursor_encode(_cursor_payload(scope, state, targets[-1]), purpose="reconcile")
-    else:
-        page.deleted, page.guard_tripped = cleanup(scope)
-        if state.target_count == 0:
-            logger.warning("reconcile of %s: the policy governs no target (target_count 0)", scope.describe())
+    tallies = dict(state.tallies)
+    tallies["written"] += page.written
+    tallies["unchanged"] += page.unchanged
+    tallies["deferred"] += page.deferred
+    tallies["rows"] += kept_in_scope + len(to_store) + len(loaded.orphans)
+    if loaded.has_more:
+        page.next_cursor = cursor_encode(_cursor_payload(scope, state, targets[-1], tallies), purpose="reconcile")
+        return page
+    page.deleted, page.guard_tripped = cleanup(scope, started_at=state.started_at, rows_in_scope=tallies["rows"])
+    sweep_record(
+        scope,
+        SweepRecord(
+            started_at=state.started_at,
+            target_count=state.target_count,
+            written=tallies["written"],
+            unchanged=tallies["unchanged"],
+            deferred=tallies["deferred"],
+            deleted=page.deleted,
+            guard_tripped=page.guard_tripped,
+        ),
+    )
+    if state.target_count == 0:
+        logger.warning("reconcile of %s: the policy governs no target (target_count 0)", scope.describe())
     return page
 
 

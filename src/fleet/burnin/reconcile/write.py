@@ -1,8 +1,11 @@
-"""Reconcile's writes: the guarded upsert of a page, and the end-of-sweep cleanup."""
+"""Reconcile's writes: the guarded upsert of a page, marking the rows whose target is gone, the
+end-of-sweep cleanup, and the scope's sweep record."""
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -10,19 +13,22 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from fleet.burnin.reconcile.load import SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
+from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
 from fleet_rules.verdicts import Derived
 
 logger = logging.getLogger("fleet.reconcile")
 
 _UPSERT = sql("""
+WITH marked AS (
+    UPDATE {progress} SET missing_in_sweep = %s WHERE id = ANY(%s::bigint[])
+)
 INSERT INTO {progress} AS p
     (site_id, satellite_id, resource_class, requirement_id, gate, device_id, topology_id, target_id, verdict,
      execution_id, evaluation_source_key, policy_version, watermark, reconciled_at, created_at)
-SELECT * FROM unnest(%s::uuid[], %s::uuid[], %s::varchar[], %s::uuid[], %s::varchar[], %s::uuid[], %s::uuid[],
-                     %s::uuid[], %s::varchar[], %s::uuid[], %s::varchar[], %s::integer[], %s::timestamptz[],
-                     %s::timestamptz[], %s::timestamptz[])
+SELECT %s, %s, %s, r, g, d, t, COALESCE(d, t), v, x, k, %s, w, %s, %s
+FROM unnest(%s::uuid[], %s::varchar[], %s::uuid[], %s::uuid[], %s::varchar[], %s::uuid[], %s::varchar[],
+            %s::timestamptz[]) AS u(r, g, d, t, v, x, k, w)
 ON CONFLICT (requirement_id, target_id) DO UPDATE SET
     site_id = EXCLUDED.site_id,
     satellite_id = EXCLUDED.satellite_id,
@@ -33,114 +39,182 @@ ON CONFLICT (requirement_id, target_id) DO UPDATE SET
     evaluation_source_key = EXCLUDED.evaluation_source_key,
     policy_version = EXCLUDED.policy_version,
     watermark = EXCLUDED.watermark,
-    reconciled_at = EXCLUDED.reconciled_at
+    reconciled_at = EXCLUDED.reconciled_at,
+    missing_in_sweep = NULL
 WHERE p.watermark IS NULL OR (EXCLUDED.watermark IS NOT NULL AND p.watermark <= EXCLUDED.watermark)
 RETURNING requirement_id, target_id
 """)
 
 
-def upsert_rows(scope: ReconcileScope, rows: list[tuple[TargetRow, Derived]]) -> set[tuple[UUID, UUID]]:
-    """One statement; a row holding a newer watermark than ours is left alone (a concurrent,
-    fresher reconcile wrote it). Returns the (requirement, target) pairs actually stored."""
-    if not rows:
-        return set()
+def page_write(
+    scope: ReconcileScope, rows: list[tuple[TargetRow, Derived]], *, orphans: list[int], started_at: datetime
+) -> set[tuple[UUID, UUID]]:
+    """One statement, sent by every page (so every page sends the same statements, even one with
+    nothing to write): upsert `rows`, where a row holding a newer watermark than ours is left
+    alone (a concurrent, fresher reconcile wrote it); and stamp `orphans`, the rows whose target
+    left the scope, with this sweep's start, so its final page decides (under the guard) whether
+    they go. Returns the (requirement, target) pairs actually stored."""
     now = timezone.now()
     site, satellite, rc = scope.row_scope
-    columns: list[list[Any]] = [
-        [site] * len(rows),
-        [satellite] * len(rows),
-        [rc] * len(rows),
+    columns: list[Any] = [
+        started_at,
+        orphans,
+        site,
+        satellite,
+        rc,
+        scope.policy.version,
+        now,
+        now,
         [t.requirement_id for t, _ in rows],
         [t.gate for t, _ in rows],
         [t.device_id for t, _ in rows],
         [t.topology_id for t, _ in rows],
-        [t.target_id for t, _ in rows],
         [d.verdict for _, d in rows],
         [d.execution_id for _, d in rows],
         [d.source_key for _, d in rows],
-        [scope.policy.version] * len(rows),
         [d.watermark for _, d in rows],
-        [now] * len(rows),
-        [now] * len(rows),
     ]
     with connection.cursor() as cursor:
         cursor.execute(_UPSERT, columns)
         return {(r[0], r[1]) for r in cursor.fetchall()}
 
 
-_IN_SCOPE = (
-    "p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s"
-    " AND (%(gate)s::varchar IS NULL OR p.gate = %(gate)s)"
-)
-
+#: The distinct requirements of the scope's rows: a loose index scan (one probe per requirement
+#: through the scope-key index), so finding retired requirements' rows never scans the scope.
 _DELETE_RETIRED = sql(
     """
-DELETE FROM {progress} p USING {requirement} r
-WHERE p.requirement_id = r.id AND {in_scope}
-  AND (r.retired_at IS NOT NULL OR r.policy_id <> %(policy)s
-       OR (%(gate)s::varchar IS NOT NULL AND r.gate <> %(gate)s)
-       OR (p.device_id IS NOT NULL AND r.scope <> %(single_node)s)
-       OR (p.topology_id IS NOT NULL AND (r.scope <> %(multi_node)s OR r.unit IS DISTINCT FROM
-           (SELECT t.unit FROM {topology} t WHERE t.id = p.topology_id))))
+WITH RECURSIVE requirements(id) AS (
+    (SELECT p.requirement_id FROM {progress} p
+     WHERE p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s
+     ORDER BY p.requirement_id LIMIT 1)
+    UNION ALL
+    SELECT (SELECT p.requirement_id FROM {progress} p
+            WHERE p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s
+              AND p.requirement_id > requirements.id
+            ORDER BY p.requirement_id LIMIT 1)
+    FROM requirements WHERE requirements.id IS NOT NULL
+)
+DELETE FROM {progress} p
+WHERE {in_scope} AND p.requirement_id IN (
+    SELECT id FROM requirements WHERE id IS NOT NULL AND id <> ALL(%(current)s::uuid[]))
 """,
-    in_scope=_IN_SCOPE,
+    in_scope=IN_SCOPE,
 )
 
 _TARGET_STILL_IN_SCOPE = sql(
     """CASE
-    WHEN p.device_id IS NOT NULL THEN r.scope = %(single_node)s AND EXISTS (
-        SELECT 1 FROM {device} d WHERE d.id = p.device_id AND {scope_device})
-    ELSE r.scope = %(multi_node)s AND EXISTS (
-        SELECT 1 FROM {topology} t WHERE t.id = p.topology_id AND t.unit = r.unit AND {scope_topology})
+    WHEN p.device_id IS NOT NULL THEN EXISTS (SELECT 1 FROM {device} d WHERE d.id = p.device_id AND {scope_device})
+    ELSE EXISTS (SELECT 1 FROM {topology} t WHERE t.id = p.topology_id AND t.unit = r.unit AND {scope_topology})
 END""",
     scope_device=SCOPE_DEVICE,
     scope_topology=SCOPE_TOPOLOGY,
 )
 
-_DELETE_VANISHED_GUARDED = sql(
+#: Rows of a current requirement that are not of its kind (a device row of a multi-node
+#: requirement, a topology of another unit): the policy no longer asks for them, guard or not.
+_WRONG_KIND = sql("""(p.device_id IS NOT NULL AND r.scope <> %(single_node)s)
+    OR (p.topology_id IS NOT NULL AND (r.scope <> %(multi_node)s OR r.unit IS DISTINCT FROM
+        (SELECT t.unit FROM {topology} t WHERE t.id = p.topology_id)))""")
+
+#: The rows this sweep marked missing (through the partial index: what it marked, never the
+#: scope), re-checked now: a target back in scope since its page keeps its row.
+_DELETE_MISSING_GUARDED = sql(
     """
-WITH scope_rows AS (
-    SELECT p.id, NOT ({still_in_scope}) AS vanished
+WITH marked AS (
+    SELECT p.id, ({wrong_kind}) AS wrong_kind, NOT ({still_in_scope}) AS vanished
     FROM {progress} p JOIN {requirement} r ON r.id = p.requirement_id
-    WHERE {in_scope}
+    WHERE p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s
+      AND p.missing_in_sweep = %(started_at)s AND (%(gate)s::varchar IS NULL OR p.gate = %(gate)s)
 ), verdict AS (
-    SELECT count(*) FILTER (WHERE vanished) AS vanished, count(*) AS total,
-           count(*) FILTER (WHERE vanished) <= GREATEST(%(absolute)s, %(ratio)s * count(*)) AS allowed
-    FROM scope_rows
+    SELECT count(*) FILTER (WHERE vanished AND NOT wrong_kind) AS vanished,
+           count(*) FILTER (WHERE vanished AND NOT wrong_kind) <= GREATEST(%(absolute)s, %(ratio)s * %(rows)s)
+               AS allowed
+    FROM marked
 ), deleted AS (
-    DELETE FROM {progress} WHERE id IN (SELECT id FROM scope_rows WHERE vanished)
-      AND (SELECT allowed FROM verdict)
+    DELETE FROM {progress} WHERE id IN (
+        SELECT id FROM marked WHERE wrong_kind OR (vanished AND (SELECT allowed FROM verdict)))
     RETURNING 1
 )
-SELECT vanished, total, allowed, (SELECT count(*) FROM deleted) FROM verdict
+SELECT vanished, allowed, (SELECT count(*) FROM deleted) FROM verdict
 """,
+    wrong_kind=_WRONG_KIND,
     still_in_scope=_TARGET_STILL_IN_SCOPE,
-    in_scope=_IN_SCOPE,
 )
 
 
-def cleanup(scope: ReconcileScope) -> tuple[int, bool]:
+def cleanup(scope: ReconcileScope, *, started_at: datetime, rows_in_scope: int) -> tuple[int, bool]:
     """Delete rows the policy no longer asks for (retired or removed requirements, a requirement
-    that left the gate or changed its scope or unit: always), then rows whose target left the
-    scope, unless there are more of them than the guard allows. Returns (deleted, guard_tripped)."""
+    that left the gate, rows not of their requirement's kind: always), then the rows this sweep
+    found without a target, unless there are more of them than the guard allows (of
+    `rows_in_scope`, the rows the sweep's pages counted). Returns (deleted, guard_tripped)."""
     fleet = settings.FLEET
     params = scope_params(scope) | {
         "absolute": fleet["RECONCILE_GUARD_ABSOLUTE"],
         "ratio": fleet["RECONCILE_GUARD_RATIO"],
+        "current": [r.id for r in scope.requirements],
+        "started_at": started_at,
+        "rows": rows_in_scope,
     }
     with connection.cursor() as cursor:
         cursor.execute(_DELETE_RETIRED, params)
         retired = cursor.rowcount
-        cursor.execute(_DELETE_VANISHED_GUARDED, params)
-        vanished, total, allowed, removed = cursor.fetchone()
+        cursor.execute(_DELETE_MISSING_GUARDED, params)
+        vanished, allowed, removed = cursor.fetchone()
     if not allowed:
         logger.warning(
             "reconcile guard tripped for %s: %d of %d rows lost their target; none of them deleted "
             "(limit max(%d, %.0f%% of rows)). Check the inventory feed before a later sweep removes them.",
             scope.describe(),
             vanished,
-            total,
+            rows_in_scope,
             params["absolute"],
             params["ratio"] * 100,
         )
     return retired + removed, not allowed
+
+
+@dataclass(frozen=True)
+class SweepRecord:
+    """What a finished sweep counted, for its scope's `ReconcileSweep` row."""
+
+    started_at: datetime
+    target_count: int
+    written: int
+    unchanged: int
+    deferred: int
+    deleted: int
+    guard_tripped: bool
+
+
+_RECORD = sql("""
+INSERT INTO {sweep} AS s
+    (site_id, satellite_id, resource_class, gate, policy_version, started_at, completed_at, target_count,
+     written, unchanged, deferred, deleted, guard_tripped)
+VALUES (%(site)s, %(satellite)s, %(rc)s, %(gate)s, %(version)s, %(started_at)s, %(completed_at)s,
+        %(target_count)s, %(written)s, %(unchanged)s, %(deferred)s, %(deleted)s, %(guard_tripped)s)
+ON CONFLICT (site_id, satellite_id, resource_class, gate) DO UPDATE SET
+    policy_version = EXCLUDED.policy_version, started_at = EXCLUDED.started_at,
+    completed_at = EXCLUDED.completed_at, target_count = EXCLUDED.target_count, written = EXCLUDED.written,
+    unchanged = EXCLUDED.unchanged, deferred = EXCLUDED.deferred, deleted = EXCLUDED.deleted,
+    guard_tripped = EXCLUDED.guard_tripped
+WHERE s.started_at <= EXCLUDED.started_at
+""")
+
+
+def sweep_record(scope: ReconcileScope, record: SweepRecord) -> None:
+    """Record the scope's completed sweep; a slower sweep that started earlier never replaces the
+    record of one that started later."""
+    site, satellite, rc = scope.row_scope
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _RECORD,
+            {
+                "site": site,
+                "satellite": satellite,
+                "rc": rc,
+                "gate": scope.gate,
+                "version": scope.policy.version,
+                "completed_at": timezone.now(),
+                **record.__dict__,
+            },
+        )
