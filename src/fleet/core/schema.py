@@ -49,6 +49,7 @@ class CachedSchemaView(SpectacularAPIView):
     """`/api/schema/`: generating the document takes most of a second, so each process keeps the
     rendered document (per format) for `FLEET_SCHEMA_CACHE_SECONDS`; it only changes with the code."""
 
+    @extend_schema(exclude=True)
     @method_decorator(cache_page(settings.SCHEMA_CACHE_SECONDS, key_prefix="schema"))
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
