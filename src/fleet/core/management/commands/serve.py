@@ -42,8 +42,8 @@ class Command(BaseCommand):
         parser.add_argument(
             "--backpressure",
             type=int,
-            default=int(os.environ.get("FLEET_BACKPRESSURE", "32")),
-            help="Requests a worker runs at once; more wait for a free slot (default 32, FLEET_BACKPRESSURE).",
+            default=int(os.environ.get("FLEET_BACKPRESSURE", "512")),
+            help="Requests a worker holds at once, slow bodies included; more wait (default 512, FLEET_BACKPRESSURE).",
         )
         parser.add_argument("--graceful-timeout", type=int, default=20, help="Seconds a worker gets to stop.")
         parser.add_argument("--access-log", action="store_true", help="Log every request to stdout.")
