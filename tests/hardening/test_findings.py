@@ -18,9 +18,10 @@ from django.db import connection
 from django.test import Client
 from oauth2_provider.models import Application
 
+from tests import helpers
 from tests.conftest import CLIENT_SECRET, fetch_token
 from tests.core.test_auth import HEARTBEAT, heartbeat_body
-from tests.helpers import REPO, test_database_url
+from tests.helpers import REPO
 
 # --- 1. OAuth2 surface and operator clients ------------------------------------------------------
 
@@ -113,7 +114,7 @@ def test_2_a_request_behind_a_held_lock_answers_503_and_the_next_one_works(fleet
     client = bearer(["fleet:read"])
     with connection.cursor() as cursor:
         cursor.execute("SET lock_timeout = '1s'")  # the test's own connection: seconds, not ten
-    holder = psycopg.connect(test_database_url(), autocommit=False)
+    holder = psycopg.connect(helpers.test_database_url(), autocommit=False)
     try:
         holder.execute("LOCK TABLE inventory_site IN ACCESS EXCLUSIVE MODE")
         response = client.get("/api/v1/sites/")
@@ -310,6 +311,7 @@ PRODUCTION = {
 
 def test_9_check_deploy_passes_with_production_values():
     env = {**os.environ, **PRODUCTION, "DATABASE_URL": os.environ.get("DATABASE_URL", "postgres://x@127.0.0.1/x")}
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser tests for their own process
     done = subprocess.run(
         [sys.executable, "-m", "fleet", "check", "--deploy", "--fail-level", "WARNING"],
         env=env,
