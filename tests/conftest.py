@@ -46,8 +46,11 @@ def oauth_client(db) -> Callable[..., Application]:
                 return bound.application
         owner = None
         if satellite is None:
-            # Clients that are not a satellite's act for an active owner (fail-closed identity).
-            owner, _ = get_user_model().objects.get_or_create(username=f"owner-of-{name}")
+            # Clients that are not a satellite's act for an active owner (fail-closed identity)
+            # and with at most the owner's permissions: this owner holds every one.
+            owner, _ = get_user_model().objects.get_or_create(
+                username=f"owner-of-{name}", defaults={"is_superuser": True}
+            )
         app = Application.objects.create(
             name=name,
             user=owner,

@@ -23,7 +23,7 @@ from schemathesis.core.failures import FailureGroup
 from schemathesis.core.transport import Response as SchemathesisResponse
 
 #: Answered by any operation and documented once (docs/api.md, "Errors"), never per operation.
-TRANSPORT_STATUSES = frozenset({405, 406, 415, 429, 503})
+TRANSPORT_STATUSES = frozenset({405, 406, 408, 411, 413, 414, 415, 429, 503})
 ERROR_BODY_KEYS = {"detail", "code", "field_errors"}
 
 

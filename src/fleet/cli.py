@@ -8,10 +8,14 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> None:
+    argv = argv if argv is not None else sys.argv
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fleet.settings")
+    # Read by the settings (database timeouts and pooling): a child process of a command, e.g.
+    # the server `fleet demo` starts, sets its own role when its `fleet` command starts.
+    os.environ["FLEET_PROCESS_ROLE"] = "server" if argv[1:2] == ["serve"] else "command"
     from django.core.management import execute_from_command_line
 
-    execute_from_command_line(argv if argv is not None else sys.argv)
+    execute_from_command_line(argv)
 
 
 if __name__ == "__main__":

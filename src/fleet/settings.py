@@ -7,6 +7,7 @@ to) an embedded PostgreSQL in `FLEET_DATA_DIR/postgres`, so a fresh machine need
 from __future__ import annotations
 
 import os
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -47,6 +48,12 @@ def _env_float(name: str, default: float) -> float:
 
 DATA_DIR = Path(os.environ.get("FLEET_DATA_DIR", ".fleet")).resolve()
 
+#: Set by the `fleet` command before Django starts: `server` for `fleet serve` (request-serving
+#: processes: pooled connections, the API's database timeouts), `command` for every other
+#: management command (longer timeouts). Unset (tests, an external server importing
+#: `fleet.asgi`/`fleet.wsgi`) means the API's timeouts without a pool.
+PROCESS_ROLE = os.environ.get("FLEET_PROCESS_ROLE", "api")
+
 DEBUG = _env_bool("DEBUG", False)
 _secret = os.environ.get("SECRET_KEY")
 if not _secret:
@@ -81,18 +88,23 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "oauth2_provider",
+    "axes",
     "fleet.core",
     "fleet.inventory",
     "fleet.policies",
     "fleet.jobs",
     "fleet.burnin",
     "fleet.fleetfile",
+    "fleet.access",
     "fleet.demo",
     "fleet.dashboard",
     "django_htmx",
 ]
 
 MIDDLEWARE = [
+    # First: refuses over-long URLs, bodies over the limit and bodies without a length before
+    # anything reads them (fleet.core.bounds).
+    "fleet.core.bounds.RequestBoundsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -102,6 +114,13 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: locks out repeated failed logins.
+    "axes.middleware.AxesMiddleware",
+]
+
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
 ]
 
 ROOT_URLCONF = "fleet.urls"
@@ -138,7 +157,47 @@ else:
         "OPTIONS": {},
     }
 _default_db.setdefault("OPTIONS", {})
-_default_db["OPTIONS"].setdefault("connect_timeout", _env_int("FLEET_DB_CONNECT_TIMEOUT", 5))
+_options = _default_db["OPTIONS"]
+_options.setdefault("connect_timeout", _env_int("FLEET_DB_CONNECT_TIMEOUT", 5))
+# Every request is bounded in time: a statement, a wait for a lock and an idle open transaction
+# each have a limit on the server (a cancelled query answers 503), and TCP keepalives plus
+# tcp_user_timeout notice a database that is gone from the network within seconds instead of
+# the kernel's ~15 minutes. Management commands (migrate, apply, reconcile) get longer limits.
+_command = PROCESS_ROLE == "command"
+
+
+def _db_timeout(name: str, api_default: float, command_default: float) -> float:
+    if _command:
+        return _env_float(f"FLEET_DB_COMMAND_{name}", command_default)
+    return _env_float(f"FLEET_DB_{name}", api_default)
+
+
+#: Seconds, per setting of the PostgreSQL session (docs/operations.md, "Bounded requests").
+DATABASE_TIMEOUTS = {
+    "statement_timeout": _db_timeout("STATEMENT_TIMEOUT", 30, 3600),
+    "lock_timeout": _db_timeout("LOCK_TIMEOUT", 10, 60),
+    "idle_in_transaction_session_timeout": _db_timeout("IDLE_IN_TRANSACTION_TIMEOUT", 60, 600),
+}
+_options["options"] = " ".join(
+    [_options.get("options", ""), *(f"-c {name}={int(seconds * 1000)}" for name, seconds in DATABASE_TIMEOUTS.items())]
+).strip()
+_options.setdefault("keepalives", 1)
+_options.setdefault("keepalives_idle", _env_int("FLEET_DB_KEEPALIVE_IDLE", 5))
+_options.setdefault("keepalives_interval", _env_int("FLEET_DB_KEEPALIVE_INTERVAL", 2))
+_options.setdefault("keepalives_count", _env_int("FLEET_DB_KEEPALIVE_COUNT", 3))
+_options.setdefault("tcp_user_timeout", _env_int("FLEET_DB_TCP_USER_TIMEOUT", 10) * 1000)
+if PROCESS_ROLE == "server":
+    # `fleet serve` runs Django's ASGI handler, where each request's sync code runs in a thread
+    # of its own: persistent per-thread connections would leak, so each process keeps a bounded
+    # pool (Django's psycopg pool support). A connection is checked before it is handed out, so
+    # the first request after a database restart already works.
+    _default_db["CONN_MAX_AGE"] = 0
+    _default_db["CONN_HEALTH_CHECKS"] = True  # with a pool: each connection is checked when handed out
+    _options["pool"] = {
+        "min_size": 1,
+        "max_size": _env_int("FLEET_DB_POOL_SIZE", 8),
+        "timeout": _env_float("FLEET_DB_POOL_TIMEOUT", 5),
+    }
 _default_db["TEST"] = {"NAME": os.environ.get("FLEET_TEST_DB_NAME") or None}
 DATABASES = {"default": _default_db}
 EMBEDDED_POSTGRES_DIR = DATA_DIR / "postgres"
@@ -170,6 +229,75 @@ LOGOUT_REDIRECT_URL = "/accounts/login/"
 SESSION_COOKIE_NAME = "sessionid"
 CSRF_FAILURE_VIEW = "fleet.core.errors.csrf_failure"
 
+# --- HTTPS and the proxy in front (docs/operations.md, "Production") ------------------------------
+HTTPS = _env_bool("FLEET_HTTPS", False)
+#: The proxy in front sets X-Forwarded-Proto (and X-Forwarded-For): trust them only when it says so.
+TRUSTED_PROXY = _env_bool("FLEET_TRUSTED_PROXY", False)
+if TRUSTED_PROXY:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+if HTTPS:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_SSL_REDIRECT = True
+    SECURE_HSTS_SECONDS = _env_int("FLEET_HSTS_SECONDS", 31_536_000)
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = _env_bool("FLEET_HSTS_INCLUDE_SUBDOMAINS", False)
+    SECURE_HSTS_PRELOAD = _env_bool("FLEET_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [
+    # HSTS for every subdomain and the browsers' preload list commit the whole domain, which is
+    # its owner's decision, not this service's: both are opt-in (FLEET_HSTS_INCLUDE_SUBDOMAINS,
+    # FLEET_HSTS_PRELOAD), and while they are off `check --deploy` would warn about them.
+    *([] if _env_bool("FLEET_HSTS_INCLUDE_SUBDOMAINS", False) else ["security.W005"]),
+    *([] if _env_bool("FLEET_HSTS_PRELOAD", False) else ["security.W021"]),
+]
+
+# --- Request bounds (fleet.core.bounds; docs/api.md, "Limits") ------------------------------------
+REQUEST_BOUNDS = {
+    "MAX_BODY_BYTES": _env_int("FLEET_MAX_BODY_BYTES", 10 * 1024 * 1024),
+    "MAX_URL_BYTES": _env_int("FLEET_MAX_URL_BYTES", 4096),
+    "MAX_JSON_DEPTH": _env_int("FLEET_MAX_JSON_DEPTH", 64),
+    "BODY_READ_TIMEOUT": _env_float("FLEET_BODY_READ_TIMEOUT", 30),
+    "HEADER_READ_TIMEOUT": _env_float("FLEET_HEADER_READ_TIMEOUT", 10),
+}
+# Django's own limits agree with ours (form bodies are decoded by Django, not by our parsers).
+DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BOUNDS["MAX_BODY_BYTES"]
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000
+
+# --- Caches and throttles ---------------------------------------------------------------------------
+# `default` is per process (the schema document, the per-caller request rate); `shared` holds what
+# must be counted across every process of the service: failed authentications and token requests
+# per address and per client. It is a table in the service's database (created by a migration),
+# or Redis when FLEET_CACHE_URL=redis://… says so.
+_shared_cache_url = os.environ.get("FLEET_CACHE_URL", "").strip()
+CACHES = {
+    "default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fleet-default"},
+    "shared": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": _shared_cache_url}
+        if _shared_cache_url
+        else {
+            "BACKEND": "django.core.cache.backends.db.DatabaseCache",
+            "LOCATION": "fleet_shared_cache",
+            "OPTIONS": {"MAX_ENTRIES": 100_000},
+        }
+    ),
+}
+THROTTLES = {
+    # Failed bearer authentications per client address: 401 until the limit, then 429.
+    "AUTH_FAILURES": os.environ.get("FLEET_THROTTLE_AUTH_FAILURES", "30/min"),
+    # Token requests, per client address and per client id (each one costs a slow secret hash).
+    "TOKEN_PER_ADDRESS": os.environ.get("FLEET_THROTTLE_TOKEN_ADDRESS", "60/min"),
+    "TOKEN_PER_CLIENT": os.environ.get("FLEET_THROTTLE_TOKEN_CLIENT", "20/min"),
+}
+#: Seconds a generated schema document is kept (per process).
+SCHEMA_CACHE_SECONDS = _env_int("FLEET_SCHEMA_CACHE_SECONDS", 3600)
+
+# People's logins (django-axes): locked out after repeated failures, per username and address.
+AXES_FAILURE_LIMIT = _env_int("FLEET_LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=_env_int("FLEET_LOGIN_LOCKOUT_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_CLIENT_IP_CALLABLE = "fleet.core.throttling.login_address"
+AXES_VERBOSE = False
+
 # --- REST framework -------------------------------------------------------------------------
 REST_FRAMEWORK = {
     "DEFAULT_AUTHENTICATION_CLASSES": [
@@ -196,6 +324,8 @@ REST_FRAMEWORK = {
     "DEFAULT_PAGINATION_CLASS": "fleet.core.pagination.FleetCursorPagination",
     "PAGE_SIZE": 100,
     "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+    # The address a throttle counts: the peer, or the proxy's X-Forwarded-For entry when trusted.
+    "NUM_PROXIES": 1 if TRUSTED_PROXY else 0,
     "TEST_REQUEST_DEFAULT_FORMAT": "json",
 }
 
@@ -241,7 +371,24 @@ OAUTH2_PROVIDER = {
     "DEFAULT_SCOPES": ["fleet:read"],
     "SCOPES_BACKEND_CLASS": "fleet.inventory.identity.ClientScopes",
     "ACCESS_TOKEN_EXPIRE_SECONDS": _env_int("FLEET_ACCESS_TOKEN_SECONDS", 3600),
-    "PKCE_REQUIRED": False,
+    # Machines use the client-credentials grant and nothing else: the token endpoint's server
+    # knows no other grant, and no authorization, device or registration endpoint is routed.
+    "OAUTH2_SERVER_CLASS": "oauthlib.oauth2.BackendApplicationServer",
+    # RFC 9700 (the OAuth 2.0 security BCP), adopted whole: tokens stored hashed, accepted only in
+    # the Authorization header; the rest guards grants this service does not offer at all.
+    "COMPLIANT_BCP_RFC9700_IMPLICIT_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PASSWORD_GRANT": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_METHOD": True,
+    "COMPLIANT_BCP_RFC9700_ACCESS_TOKEN_TRANSPORT": True,
+    "COMPLIANT_BCP_RFC9700_AUTHZ_RESPONSE_ISS": True,
+    "COMPLIANT_BCP_RFC9700_TOKEN_STORAGE": True,
+    "COMPLIANT_BCP_RFC9700_REFRESH_TOKEN": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_SCHEME": True,
+    "COMPLIANT_BCP_RFC9700_REDIRECT_URI_MATCHING": True,
+    "COMPLIANT_BCP_RFC9700_PKCE_REQUIRED": True,
+    "REFRESH_TOKEN_REUSE_PROTECTION": True,
+    "ALLOWED_REDIRECT_URI_SCHEMES": ["https"],
+    "PKCE_REQUIRED": True,
 }
 
 # --- Domain settings ------------------------------------------------------------------------
@@ -262,6 +409,7 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("FLEET_LOG_LEVEL", "INFO")},
     "loggers": {
         "embedded_postgres": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},
         "django.request": {"level": "ERROR"},
         "django.db.backends": {"level": "INFO"},
     },

@@ -3,9 +3,9 @@ and people's login. The only place that knows every app's URLs."""
 
 from django.contrib import admin
 from django.urls import include, path, re_path
-from drf_spectacular.views import SpectacularAPIView, SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerView
 
-from fleet.core import errors
+from fleet.core import errors, oauth, schema
 
 # Burn-in first: its `satellites/resource-classes/` must be tried before the satellites router's
 # `satellites/<pk>/` (the routers match any path segment as an id).
@@ -19,8 +19,9 @@ api_v1 = [
 urlpatterns = [
     path("admin/", admin.site.urls),
     path("accounts/", include("django.contrib.auth.urls")),
-    path("o/", include("oauth2_provider.urls", namespace="oauth2_provider")),
-    path("api/schema/", SpectacularAPIView.as_view(), name="schema"),
+    # Only what machines need: the token endpoint and revocation (fleet.core.oauth).
+    path("o/", include((oauth.urlpatterns, "oauth2_provider"))),
+    path("api/schema/", schema.CachedSchemaView.as_view(), name="schema"),
     path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
     path("api/v1/", include(api_v1)),
     # Anything else under /api/ is a JSON 404, whatever DEBUG says.

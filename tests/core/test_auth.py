@@ -93,9 +93,9 @@ def test_session_post_without_csrf_is_403(session_client, fleet):
     assert "CSRF" in body["detail"]
 
 
-def test_session_user_can_read(session_client, fleet):
+def test_session_user_with_the_view_permission_can_read(session_client, fleet):
     fleet.site("lon-1")
-    client = session_client()
+    client = session_client(perms=["inventory.view_site"])
     response = client.get("/api/v1/sites/")
     assert response.status_code == 200
     assert [s["slug"] for s in response.json()["results"]] == ["lon-1"]

@@ -1,4 +1,4 @@
-"""The processes the README starts: `fleet serve` (gunicorn) and the embedded database."""
+"""The processes the README starts: `fleet serve` (granian) and the embedded database."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def test_fleet_serve_serves_schema_and_offline_swagger_ui(db):
         assert missing.status_code == 404 and missing.json()["code"] == "not_found"
     finally:
         output = stop(process)
-    assert "gunicorn" in output.lower() or "Booting worker" in output
+    assert "granian worker" in output
 
 
 def test_two_processes_started_at_once_share_one_embedded_server(tmp_path):

@@ -80,9 +80,11 @@ def test_a_deleted_satellite_credential_leaves_its_client_powerless(fleet, api):
 
 
 def test_operator_clients_act_while_their_owner_is_active(user_factory, api):
-    owner = user_factory(username="lead")
+    owner = user_factory(username="lead", perms=["jobs.add_job", "inventory.view_site"])
     out = io.StringIO()
-    call_command("client-credentials", "dispatcher", "--user", "lead", "--json", stdout=out)
+    call_command(
+        "client-credentials", "dispatcher", "--user", "lead", "--scope", "job:create fleet:read", "--json", stdout=out
+    )
     creds = json.loads(out.getvalue())
     token = token_for(api, creds["client_id"], creds["client_secret"], scope="job:create fleet:read")
     assert token.status_code == 200, token.content

@@ -16,8 +16,10 @@ import httpx
 import pytest
 from django.conf import global_settings
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 from oauth2_provider.models import Application
 
+from fleet.access.roles import OPERATOR, roles_sync
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import parse_text
 from fleet.inventory.models import Device, Satellite
@@ -97,6 +99,9 @@ def running_stack(settings, tmp_path: Path, *, lease_seconds: int = 4) -> Iterat
     issued = satellite_credentials_issue(satellite=satellite)
     operator_secret = "operator-secret-for-e2e"
     owner = get_user_model().objects.create_user("ops-lead")
+    # An operator client acts with at most its owner's permissions: the owner is an operator.
+    roles_sync()
+    owner.groups.add(Group.objects.get(name=OPERATOR))
     operator = Application.objects.create(
         name="operator",
         user=owner,
@@ -105,17 +110,21 @@ def running_stack(settings, tmp_path: Path, *, lease_seconds: int = 4) -> Iterat
         client_secret=operator_secret,
     )
     server, base = start_server(fleet_env(FLEET_JOB_LEASE_SECONDS=str(lease_seconds)), workers=2)
-    token = httpx.post(
-        f"{base}/o/token/",
-        data={"grant_type": "client_credentials", "scope": "job:create fleet:read"},
-        auth=(operator.client_id, operator_secret),
-    ).json()["access_token"]
-    http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
+    http = None
     try:
+        issued_token = httpx.post(
+            f"{base}/o/token/",
+            data={"grant_type": "client_credentials", "scope": "job:create fleet:read"},
+            auth=(operator.client_id, operator_secret),
+        )
+        assert issued_token.status_code == 200, issued_token.text
+        token = issued_token.json()["access_token"]
+        http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=60)
         yield Stack(base, server, satellite, issued.client_id, issued.client_secret, http, tmp_path / "agent")
     finally:
-        http.close()
-        output = stop(server)
+        if http is not None:
+            http.close()
+        output = stop(server)  # also when the setup above failed: no server outlives its test
         assert "Traceback" not in output, output[-4000:]
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
-from django.core.exceptions import SuspiciousOperation
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation, TooManyFieldsSent, TooManyFilesSent
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import DatabaseError, InterfaceError, OperationalError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -113,6 +113,10 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied()
 
+    refused = _suspicious_refusal(exc)
+    if refused is not None:
+        return Response(error_body(refused[1], ErrorCode.INVALID), status=refused[0])
+
     if isinstance(exc, FleetError):
         fields = [{"field": f, "messages": m} for f, m in exc.field_errors.items()]
         return Response(error_body(exc.detail, exc.code, fields), status=exc.status_code)
@@ -145,6 +149,19 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
     else:
         logger.exception("unhandled error")
     return Response(error_body(SAFE_500_DETAIL, ErrorCode.ERROR), status=500)
+
+
+def _suspicious_refusal(exc: BaseException | None) -> tuple[int, str] | None:
+    """What Django's own request limits raise while a body is decoded, as (status, detail)."""
+    if isinstance(exc, RequestDataTooBig):
+        return 413, "The request body is larger than the service accepts."
+    if isinstance(exc, TooManyFieldsSent):
+        return 400, "The request has more fields than the service accepts."
+    if isinstance(exc, TooManyFilesSent):
+        return 400, "The request has more files than the service accepts."
+    if isinstance(exc, SuspiciousOperation):
+        return 400, "Bad request."
+    return None
 
 
 def _plain_detail(detail: Any) -> str:
@@ -182,7 +199,8 @@ def handler404(request: HttpRequest, exception: Exception | None = None) -> Http
 
 def handler400(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
     if _is_api(request):
-        return JsonResponse(error_body("Bad request.", ErrorCode.INVALID), status=400)
+        status, detail = _suspicious_refusal(exception) or (400, "Bad request.")
+        return JsonResponse(error_body(detail, ErrorCode.INVALID), status=status)
     return defaults.bad_request(request, exception or SuspiciousOperation())
 
 

@@ -94,11 +94,25 @@ class StrictIntegerField(_StrictJsonMixin, serializers.IntegerField):
     expected = "an integer"
 
 
+def number_out_of_range(value: int | float) -> bool:
+    """A number every field takes must be a finite double: what comparisons, statistics and JSON
+    readers on every side can hold (a 400-digit integer is not one)."""
+    try:
+        return not math.isfinite(float(value))
+    except OverflowError:
+        return True
+
+
 class StrictNumberField(_StrictJsonMixin, serializers.FloatField):
     json_types = (int, float)
     expected = "a number"
+    default_error_messages: ClassVar[dict[str, StrOrPromise]] = {
+        "out_of_range": "Expected a finite number within ±1.8e308."
+    }
 
     def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, (int, float)) and not isinstance(data, bool) and number_out_of_range(data):
+            self.fail("out_of_range")
         value = super().to_internal_value(data)
         return data if self._typed_body() else value  # keep 8 as 8, not 8.0
 
@@ -124,8 +138,8 @@ class MetricDisplayValueField(serializers.Field):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, bool) or not isinstance(data, (int, float, str)):
             self.fail("invalid", actual=_json_type(data))
-        if isinstance(data, float) and not math.isfinite(data):
-            self.fail("invalid", actual="a non-finite number")
+        if not isinstance(data, str) and number_out_of_range(data):
+            self.fail("invalid", actual="a number out of range (not a finite double)")
         return data
 
     def to_representation(self, value: Any) -> Any:

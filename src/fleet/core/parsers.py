@@ -1,17 +1,56 @@
-"""Request parsers: JSON that PostgreSQL can store, or a 400.
+"""Request parsers: JSON that PostgreSQL can store, nested no deeper than the documented limit,
+or a 400.
 
 Python's JSON reader accepts what PostgreSQL will not keep: NUL characters, lone UTF-16
 surrogates, and numbers too large for a double (`1e999` becomes infinity). Caught here, such a
-body is a `parse_error` naming where it is wrong, instead of a database error on write.
+body is a `parse_error` naming where it is wrong, instead of a database error on write. Nesting
+is measured on the raw text before decoding (the decoder recurses, ~1,000 levels would be a
+`RecursionError`).
 """
 
 from __future__ import annotations
 
+import json
 import math
+import re
+from itertools import accumulate
 from typing import Any
 
+from django.conf import settings
 from rest_framework.exceptions import ParseError
 from rest_framework.parsers import JSONParser
+from rest_framework.settings import api_settings
+from rest_framework.utils.json import strict_constant
+from rest_framework.utils.mediatypes import _MediaType
+
+_STRING = re.compile(r'"(?:[^"\\]++|\\.)*+"')
+_NOT_BRACKETS = re.compile(r"[^\[\]{}]+")
+_EMPTY_PAIR = re.compile(r"\[\]|\{\}")
+_DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+
+
+def json_too_deep(text: str, limit: int) -> bool:
+    """Whether arrays and objects in `text` nest more than `limit` levels (strings ignored).
+
+    Linear and in C but for one `accumulate` over the brackets left after one pass has removed
+    the innermost (empty) pairs; unbalanced text (not JSON) is left to the decoder to refuse."""
+    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text))
+    inner = _EMPTY_PAIR.sub("", brackets)
+    if inner == brackets:
+        return False
+    return max(accumulate(map(_DEPTH_STEP.__getitem__, inner)), default=0) + 1 > limit
+
+
+def json_loads_bounded(text: str, where: str = "body") -> Any:
+    """`json.loads`, refusing nesting deeper than `FLEET_MAX_JSON_DEPTH` (ValueError)."""
+    depth = int(settings.REQUEST_BOUNDS["MAX_JSON_DEPTH"])
+    if json_too_deep(text, depth):
+        raise ValueError(f"{where}: arrays and objects nest deeper than {depth} levels")
+    parse_constant = strict_constant if api_settings.STRICT_JSON else None
+    try:
+        return json.loads(text, parse_constant=parse_constant)
+    except RecursionError as exc:  # only if the limit was raised past what the decoder can take
+        raise ValueError(f"{where}: nested too deeply") from exc
 
 
 def storable_json_problem(value: Any, path: str = "") -> str | None:
@@ -46,7 +85,12 @@ def _text_problem(text: str, path: str) -> str | None:
 
 class StorableJSONParser(JSONParser):
     def parse(self, stream, media_type=None, parser_context=None):
-        data = super().parse(stream, media_type, parser_context)
+        encoding = _MediaType(media_type or "").params.get("charset", settings.DEFAULT_CHARSET)
+        try:
+            raw = stream.read() if stream is not None else b""
+            data = json_loads_bounded(raw.decode(encoding))
+        except (ValueError, LookupError) as exc:  # UnicodeDecodeError is a ValueError
+            raise ParseError(f"JSON parse error - {exc}") from exc
         problem = storable_json_problem(data)
         if problem:
             raise ParseError(f"JSON parse error - {problem}")

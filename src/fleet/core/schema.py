@@ -6,7 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
+from django.utils.decorators import method_decorator
+from django.views.decorators.cache import cache_page
 from drf_spectacular.utils import OpenApiResponse, extend_schema
+from drf_spectacular.views import SpectacularAPIView
 
 from fleet.core.error_schema import ERROR_DESCRIPTIONS
 
@@ -39,3 +43,13 @@ def read_only_operations(serializer: Any, *, tags: list[str]) -> dict[str, Any]:
         "list": extend_schema(tags=tags, responses={200: serializer, **error_responses(*LIST_ERRORS)}),
         "retrieve": extend_schema(tags=tags, responses={200: serializer, **error_responses(*RETRIEVE_ERRORS)}),
     }
+
+
+class CachedSchemaView(SpectacularAPIView):
+    """`/api/schema/`: generating the document takes most of a second, so each process keeps the
+    rendered document (per format) for `FLEET_SCHEMA_CACHE_SECONDS`; it only changes with the code."""
+
+    @extend_schema(exclude=True)
+    @method_decorator(cache_page(settings.SCHEMA_CACHE_SECONDS, key_prefix="schema"))
+    def get(self, request, *args, **kwargs):
+        return super().get(request, *args, **kwargs)

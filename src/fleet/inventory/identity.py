@@ -17,9 +17,11 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Model
 from oauth2_provider.models import AbstractAccessToken, AbstractApplication
 from oauth2_provider.scopes import SettingsScopes
+from oauth2_provider.settings import oauth2_settings
 
 from fleet.core.exceptions import PermissionDeniedError
-from fleet.inventory.models import Satellite, SatelliteCredential
+from fleet.core.permissions import scope_usable
+from fleet.inventory.models import OperatorCredential, Satellite, SatelliteCredential
 from fleet_rules.vocabulary import Vocabulary
 
 #: What a satellite's agent needs; operators' own clients may also hold `job:create`.
@@ -58,6 +60,13 @@ class ClientPrincipal:
             .filter(credential__application_id=self.token.application_id)
             .first()
         )
+
+    @cached_property
+    def owner(self) -> AbstractBaseUser | None:
+        """The person an operator client acts for; None for a satellite's client."""
+        if self.satellite is not None or self.application.user_id is None:
+            return None
+        return self.application.user
 
     @property
     def site_id(self) -> UUID | None:
@@ -160,9 +169,20 @@ def client_kind(application: AbstractApplication) -> str | None:
     return None
 
 
+def operator_scopes(application: AbstractApplication) -> list[str]:
+    """What an operator client may ask for: the scopes it was issued for (all, for a client made
+    without `--scope`, e.g. in the admin) that its owner could use today."""
+    issued = OperatorCredential.objects.filter(application_id=application.pk).values_list("scopes", flat=True).first()
+    known = list(oauth2_settings.SCOPES)
+    owner = application.user
+    return [s for s in (known if issued is None else issued) if s in known and scope_usable(s, owner)]
+
+
 class ClientScopes(SettingsScopes):
     """django-oauth-toolkit's scopes backend, failing closed: a satellite's client gets the
-    satellite scopes and nothing more, an operator client every scope, any other client none."""
+    satellite scopes and nothing more, an operator client what `operator_scopes` allows (its
+    requests are checked against its owner's permissions again each time), any other client
+    none."""
 
     def get_available_scopes(
         self, application: AbstractApplication | None = None, request: Any = None, *args: Any, **kwargs: Any
@@ -173,7 +193,10 @@ class ClientScopes(SettingsScopes):
         kind = client_kind(application)
         if kind == SATELLITE:
             return [s for s in scopes if s in SATELLITE_SCOPES]
-        return scopes if kind == OPERATOR else []
+        if kind == OPERATOR:
+            allowed = operator_scopes(application)
+            return [s for s in scopes if s in allowed]
+        return []
 
     def get_default_scopes(
         self, application: AbstractApplication | None = None, request: Any = None, *args: Any, **kwargs: Any

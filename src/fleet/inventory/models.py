@@ -69,6 +69,22 @@ class SatelliteCredential(TimeStamped):
         return f"credential of {self.satellite}"
 
 
+class OperatorCredential(TimeStamped):
+    """The scopes a person's automation client was issued for (`fleet client-credentials
+    --scope`). Its tokens get at most these, and act with at most its owner's permissions."""
+
+    application = models.OneToOneField(
+        "oauth2_provider.Application", on_delete=models.CASCADE, related_name="operator_credential"
+    )
+    scopes = models.JSONField(default=list, help_text="Scope names this client may ask for.")
+
+    class Meta:
+        ordering = ["application"]
+
+    def __str__(self) -> str:
+        return f"scopes of {self.application}"
+
+
 class Topology(TimeStamped):
     """A group of devices tested together (a rack, a pod, an NVLink domain)."""
 

@@ -31,4 +31,5 @@ class SiteScopedQuerysetMixin:
 
 class SiteScopedReadViewSet(SiteScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):
     required_scopes: list[str] | dict[str, list[str]] = ["fleet:read"]
-    lookup_value_converter = "uuid"
+    required_permissions: list[str] | dict[str, list[str]]
+    lookup_value_converter = "uuid"  # with routers that use path converters: a malformed id is a 404

@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 from oauth2_provider.generators import generate_client_secret
 from oauth2_provider.models import AccessToken, Application, RefreshToken
+from oauth2_provider.settings import oauth2_settings
 
-from fleet.inventory.models import Satellite, SatelliteCredential
+from fleet.core.permissions import scope_needs, scope_usable
+from fleet.inventory.models import OperatorCredential, Satellite, SatelliteCredential
 
 
 @dataclass(frozen=True)
@@ -53,11 +56,24 @@ def satellite_credentials_issue(*, satellite: Satellite) -> IssuedCredential:
 
 
 @transaction.atomic
-def operator_credentials_issue(*, name: str, owner: AbstractBaseUser) -> IssuedCredential:
-    """Create or rotate an automation client owned by a person; it may hold every scope and acts
-    while its owner is active."""
+def operator_credentials_issue(*, name: str, owner: AbstractBaseUser, scopes: list[str]) -> IssuedCredential:
+    """Create or rotate an automation client owned by a person, for `scopes`. Refuses (400 on
+    `scope`) a scope the owner could not use: its tokens act with at most the owner's
+    permissions, and only while the owner is active."""
+    known = list(oauth2_settings.SCOPES)
+    problems = []
+    for scope in scopes:
+        if scope not in known:
+            problems.append(f"{scope}: no such scope (known: {', '.join(known)}).")
+        elif not scope_usable(scope, owner):
+            needs = " or ".join("+".join(p) for p in scope_needs(scope)) or "a permission no operation grants"
+            problems.append(f"{scope}: {owner.get_username()} holds none of the permission sets it needs ({needs}).")
+    if problems:
+        raise ValidationError({"scope": problems})
     existing = Application.objects.filter(name=name, user=owner).exclude(satellite_credential__isnull=False).first()
-    return _client_issue(existing, name=name, user=owner)[1]
+    application, issued = _client_issue(existing, name=name, user=owner)
+    OperatorCredential.objects.update_or_create(application=application, defaults={"scopes": sorted(set(scopes))})
+    return issued
 
 
 @transaction.atomic

@@ -205,6 +205,7 @@ class SatelliteResourceClassesView(APIView):
     device left is still swept, and its rows cleaned up)."""
 
     required_scopes = ["fleet:read"]
+    required_permissions = ["inventory.view_satellite", "inventory.view_device"]
 
     @extend_schema(
         operation_id="api_v1_satellites_resource_classes_retrieve",

@@ -1,5 +1,6 @@
 from rest_framework import serializers
 
+from fleet.core.fields import StrictCharField, StrictRegexField
 from fleet.inventory.identity import PrincipalKind
 from fleet.inventory.models import Device, Satellite, Site, Topology
 
@@ -11,8 +12,8 @@ class SiteSerializer(serializers.ModelSerializer):
 
 
 class AdvertisedWorkflowSerializer(serializers.Serializer):
-    name = serializers.CharField(max_length=100)
-    version = serializers.CharField(max_length=100, allow_blank=True, required=False, default="")
+    name = StrictCharField(max_length=100)
+    version = StrictCharField(max_length=100, allow_blank=True, required=False, default="")
 
 
 class SatelliteSerializer(serializers.ModelSerializer):
@@ -65,10 +66,12 @@ class DeviceSerializer(serializers.ModelSerializer):
 
 
 class SatelliteHeartbeatRequestSerializer(serializers.Serializer):
-    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
-    satellite_name = serializers.CharField(max_length=100)
-    workflows = AdvertisedWorkflowSerializer(many=True)
-    agent_version = serializers.CharField(max_length=100, required=False, allow_blank=True, default="")
+    """Typed like every JSON body: `"agent_version": 123` is a 400, not the string "123"."""
+
+    site_slug = StrictRegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
+    satellite_name = StrictCharField(max_length=100)
+    workflows = AdvertisedWorkflowSerializer(many=True, max_length=50)  # type: ignore[call-arg]  # ListSerializer takes it
+    agent_version = StrictCharField(max_length=100, required=False, allow_blank=True, default="")
 
 
 class WhoAmIResponseSerializer(serializers.Serializer):

@@ -3,7 +3,7 @@ from rest_framework.routers import SimpleRouter
 
 from fleet.inventory.api import views
 
-router = SimpleRouter()
+router = SimpleRouter(use_regex_path=False)  # path converters: a malformed uuid is a 404
 router.register("sites", views.SiteViewSet)
 router.register("satellites", views.SatelliteViewSet)
 router.register("topologies", views.TopologyViewSet)

@@ -22,6 +22,7 @@ TAGS = ["Inventory"]
 class SiteViewSet(SiteScopedReadViewSet):
     queryset = Site.objects.all()
     serializer_class = serializers.SiteSerializer
+    required_permissions = ["inventory.view_site"]
     site_lookup = "id"
     ordering = ("slug",)
 
@@ -30,6 +31,7 @@ class SiteViewSet(SiteScopedReadViewSet):
 class SatelliteViewSet(SiteScopedReadViewSet):
     queryset = Satellite.objects.select_related("site")
     serializer_class = serializers.SatelliteSerializer
+    required_permissions = ["inventory.view_satellite"]
     filterset_class = filters.SatelliteFilter
 
 
@@ -37,6 +39,7 @@ class SatelliteViewSet(SiteScopedReadViewSet):
 class TopologyViewSet(SiteScopedReadViewSet):
     queryset = Topology.objects.select_related("satellite")
     serializer_class = serializers.TopologySerializer
+    required_permissions = ["inventory.view_topology"]
     filterset_class = filters.TopologyFilter
 
 
@@ -46,6 +49,7 @@ class DeviceViewSet(SiteScopedReadViewSet):
         Prefetch("memberships", queryset=TopologyMembership.objects.select_related("topology").order_by("unit"))
     )
     serializer_class = serializers.DeviceSerializer
+    required_permissions = ["inventory.view_device"]
     filterset_class = filters.DeviceFilter
 
 
@@ -77,6 +81,7 @@ class SatelliteHeartbeatView(APIView):
 # docstring: it would become the operation's description.)
 class WhoAmIView(APIView):
     required_scopes = ["fleet:read"]
+    required_permissions: list[str] = []  # any signed-in person may ask who they are
 
     @extend_schema(
         operation_id="api_v1_auth_whoami_retrieve",

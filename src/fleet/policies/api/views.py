@@ -1,5 +1,5 @@
 import django_filters
-from django.db.models import Prefetch
+from django.db.models import Prefetch, Q, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
@@ -9,6 +9,7 @@ from rest_framework.views import APIView
 
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses, read_only_operations
+from fleet.inventory.identity import site_restriction
 from fleet.policies.api import serializers
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
 from fleet.policies.selectors import resolved_thresholds
@@ -24,20 +25,24 @@ class PolicyFilter(django_filters.FilterSet):
 
 @extend_schema_view(**read_only_operations(serializers.AcceptancePolicySerializer, tags=TAGS))
 class AcceptancePolicyViewSet(viewsets.ReadOnlyModelViewSet):
-    queryset = AcceptancePolicy.objects.prefetch_related(
-        Prefetch(
-            "requirements",
-            queryset=Requirement.objects.order_by("name").prefetch_related(
-                Prefetch(
-                    "thresholds", queryset=ThresholdRule.objects.select_related("site").order_by("metric", "statistic")
-                )
-            ),
-        )
-    )
+    queryset = AcceptancePolicy.objects.all()
     serializer_class = serializers.AcceptancePolicySerializer
     filterset_class = PolicyFilter
     required_scopes = ["fleet:read"]
+    required_permissions = ["policies.view_acceptancepolicy"]
     lookup_value_converter = "uuid"
+
+    def get_queryset(self) -> QuerySet[AcceptancePolicy]:
+        """Policies with their requirements and thresholds; a satellite's client sees the default
+        rules and its own site's overrides, never another site's."""
+        thresholds = ThresholdRule.objects.select_related("site").order_by("metric", "statistic")
+        restricted = site_restriction(self.request.user)
+        if restricted is not None:
+            thresholds = thresholds.filter(Q(site__isnull=True) | Q(site_id=restricted))
+        requirements = Requirement.objects.order_by("name").prefetch_related(
+            Prefetch("thresholds", queryset=thresholds)
+        )
+        return AcceptancePolicy.objects.prefetch_related(Prefetch("requirements", queryset=requirements))
 
 
 class ParameterProfileFilter(django_filters.FilterSet):
@@ -52,6 +57,7 @@ class ParameterProfileViewSet(viewsets.ReadOnlyModelViewSet):
     serializer_class = serializers.ParameterProfileSerializer
     filterset_class = ParameterProfileFilter
     required_scopes = ["fleet:read"]
+    required_permissions = ["policies.view_parameterprofile"]
     lookup_value_converter = "uuid"
 
 
@@ -59,6 +65,7 @@ class ResolvedThresholdsView(APIView):
     """The thresholds that judge a requirement's executions at a site, and their source key."""
 
     required_scopes = ["fleet:read"]
+    required_permissions = ["policies.view_acceptancepolicy"]
 
     @extend_schema(
         operation_id="api_v1_policies_resolved_thresholds_retrieve",

@@ -1,4 +1,15 @@
-"""`fleet serve`: the production server (gunicorn) for the service."""
+"""`fleet serve`: the production server, granian in front of Django's ASGI handler.
+
+Why this server (measured with `bench/serve.py`, see docs/operations.md): connections are read by
+granian's event loop (Rust), not by Python threads, with a deadline for the request headers; the
+body is read by `fleet.core.bounds.BoundedASGIApplication` with a deadline and a size limit; only
+a complete request reaches Django, whose synchronous code then runs in a thread of its own with a
+pooled database connection. Hundreds of clients trickling bytes hold no worker.
+
+Processes: the `fleet serve` process is the supervisor; it forks `--workers` worker processes
+(granian's `fork` start method on Linux), restarts a worker that dies, and on SIGTERM/SIGINT
+stops them gracefully (`--graceful-timeout`, then they are killed).
+"""
 
 from __future__ import annotations
 
@@ -17,48 +28,54 @@ def _embedded_in_use() -> bool:
 
 
 class Command(BaseCommand):
-    help = "Run the API and admin with gunicorn (not runserver)."
+    help = "Run the API and admin with granian (ASGI), bounded against slow and hostile clients."
 
     def add_arguments(self, parser):
         parser.add_argument("--host", default=os.environ.get("FLEET_HOST", "127.0.0.1"))
         parser.add_argument("--port", type=int, default=int(os.environ.get("FLEET_PORT", "8000")))
-        parser.add_argument("--workers", type=int, default=int(os.environ.get("FLEET_WORKERS", "2")))
-        parser.add_argument("--threads", type=int, default=int(os.environ.get("FLEET_THREADS", "4")))
-        parser.add_argument("--timeout", type=int, default=60, help="Worker timeout in seconds.")
+        parser.add_argument(
+            "--workers",
+            type=int,
+            default=int(os.environ.get("FLEET_WORKERS", "2")),
+            help="Worker processes (default 2, FLEET_WORKERS).",
+        )
+        parser.add_argument(
+            "--backpressure",
+            type=int,
+            default=int(os.environ.get("FLEET_BACKPRESSURE", "512")),
+            help="Requests a worker holds at once, slow bodies included; more wait (default 512, FLEET_BACKPRESSURE).",
+        )
+        parser.add_argument("--graceful-timeout", type=int, default=20, help="Seconds a worker gets to stop.")
         parser.add_argument("--access-log", action="store_true", help="Log every request to stdout.")
 
     def handle(self, *args, **options):
-        from gunicorn.app.base import BaseApplication
+        from granian import Granian
+        from granian.constants import HTTPModes, Interfaces
+        from granian.http import HTTP1Settings
 
         if _embedded_in_use():
-            # The master owns the embedded server, so it lives as long as the service does and
+            # The supervisor owns the embedded server, so it lives as long as the service does and
             # forked workers inherit the attachment instead of racing to start it.
             embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR, database=APP_DATABASE)
         connections.close_all()
-
-        config = {
-            "bind": f"{options['host']}:{options['port']}",
-            "workers": options["workers"],
-            "threads": options["threads"],
-            "worker_class": "gthread",
-            "timeout": options["timeout"],
-            "graceful_timeout": 20,
-            "accesslog": "-" if options["access_log"] else None,
-            "errorlog": "-",
-            "loglevel": "info",
-            "proc_name": "fleet",
-        }
-
-        class FleetApplication(BaseApplication):
-            def load_config(self):
-                for key, value in config.items():
-                    if value is not None:
-                        self.cfg.set(key, value)
-
-            def load(self):
-                from fleet.wsgi import application
-
-                return application
-
-        self.stdout.write(f"Serving fleet-burnin on http://{config['bind']}/ (API docs at /api/docs/)")
-        FleetApplication().run()
+        bounds = settings.REQUEST_BOUNDS
+        server = Granian(
+            "fleet.asgi:application",
+            address=options["host"],
+            port=options["port"],
+            interface=Interfaces.ASGI,
+            workers=options["workers"],
+            backpressure=options["backpressure"],
+            http=HTTPModes.http1,
+            websockets=False,
+            http1_settings=HTTP1Settings(header_read_timeout=int(bounds["HEADER_READ_TIMEOUT"] * 1000)),
+            log_access=options["access_log"],
+            respawn_failed_workers=True,
+            workers_kill_timeout=options["graceful_timeout"],
+        )
+        self.stdout.write(
+            f"Serving fleet-burnin on http://{options['host']}:{options['port']}/ with {options['workers']} "
+            "granian worker(s) (API docs at /api/docs/)"
+        )
+        self.stdout.flush()
+        server.serve()

@@ -1,0 +1,47 @@
+"""The standard roles for people, as Django groups with Django's own permission codenames, so
+that any page or view can ask `user.has_perm("jobs.add_job")`:
+
+* **viewer** — every `view_*` permission of the fleet's apps: reads everything the API and the
+  dashboard show;
+* **operator** — viewer, plus `jobs.add_job` (dispatch and preview reruns) and `jobs.change_job`
+  (cancel jobs);
+* **admin** — every permission there is (give such people `is_staff` for the admin site too).
+
+Created by this app's data migration and re-synced by `fleet roles` (after a new model, say):
+a role's permissions are set to exactly these, so a permission granted to a group by hand is
+taken away again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
+ROLES = (VIEWER, OPERATOR, ADMIN)
+#: The apps whose objects the fleet's people read.
+FLEET_APPS = ("inventory", "policies", "jobs", "burnin")
+OPERATOR_PERMISSIONS = ("jobs.add_job", "jobs.change_job")
+
+
+def _label(permission: Any) -> str:
+    return f"{permission.content_type.app_label}.{permission.codename}"
+
+
+@transaction.atomic
+def roles_sync(group_model: Any = None, permission_model: Any = None) -> dict[str, list[str]]:
+    """Create or update the three groups; returns each role's permissions (`app.codename`).
+    The models are parameters so that the data migration can pass its historical ones."""
+    if group_model is None or permission_model is None:
+        from django.contrib.auth.models import Group, Permission
+
+        group_model, permission_model = Group, Permission
+    every = list(permission_model.objects.select_related("content_type"))
+    viewer = [p for p in every if p.content_type.app_label in FLEET_APPS and p.codename.startswith("view_")]
+    operator = viewer + [p for p in every if _label(p) in OPERATOR_PERMISSIONS]
+    granted = {VIEWER: viewer, OPERATOR: operator, ADMIN: every}
+    for role, permissions in granted.items():
+        group, _ = group_model.objects.get_or_create(name=role)
+        group.permissions.set(permissions)
+    return {role: sorted(_label(p) for p in permissions) for role, permissions in granted.items()}
