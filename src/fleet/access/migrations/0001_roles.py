@@ -23,7 +23,7 @@ class Migration(migrations.Migration):
     dependencies = [
         ("auth", "0012_alter_user_first_name_max_length"),
         ("contenttypes", "0002_remove_content_type_name"),
-        ("inventory", "0002_operatorcredential"),
+        ("inventory", "0003_operatorcredential"),
         ("policies", "0002_threshold_statistic_not_blank"),
         ("jobs", "0001_initial"),
         ("burnin", "0001_initial"),
