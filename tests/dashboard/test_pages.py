@@ -252,3 +252,27 @@ def test_the_grid_offers_operators_every_failing_device_and_a_rack_as_selections
     assert f'name="select" value="{ALL_FAILED}"' in page
     assert '<option value="rack-a01">rack rack-a01</option>' in page
     assert page.count('name="device"') == 8
+
+
+def test_the_standard_roles_open_the_dashboard_as_documented(client, user_factory, burnt_in):
+    """The viewer and operator groups (fleet.access, kept in sync after every migrate) carry what
+    the dashboard asks for: a viewer reads every page, an operator also dispatches."""
+    from django.contrib.auth.models import Group
+    from django.test import Client
+
+    def member(role):
+        user = user_factory(username=f"a-{role}")
+        user.groups.add(Group.objects.get(name=role))
+        browser = Client(enforce_csrf_checks=True)
+        browser.force_login(user)
+        return browser
+
+    viewer, operator = member("viewer"), member("operator")
+    row = PolicyProgress.objects.filter(execution__isnull=False).first()
+    for url in [*PAGES, f"/executions/{row.execution_id}/", "/sites/lon-1/failures.csv"]:
+        assert viewer.get(url).status_code == 200, url
+    assert 'role: <strong id="role">viewer</strong>' in text(viewer.get("/"))
+    assert 'role: <strong id="role">operator</strong>' in text(operator.get("/"))
+    assert _post(viewer, "/sites/lon-1/reruns/preview/", {"select": ALL_FAILED}).status_code == 403
+    assert _post(operator, "/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED}).status_code == 200
+    assert Group.objects.get(name="viewer").permissions.filter(codename="view_reconcilesweep").exists()
