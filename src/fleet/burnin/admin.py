@@ -3,26 +3,11 @@
 from django.contrib import admin
 
 from fleet.burnin.models import EvaluationResult, PolicyProgress, ReconcileSweep, TestExecution
-
-
-class AgentOwnedAdmin(admin.ModelAdmin):
-    """View-only: no Save or Delete button (agents and reconcile write these rows)."""
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
+from fleet.core.admin import ViewOnlyAdmin
 
 
 @admin.register(TestExecution)
-class TestExecutionAdmin(AgentOwnedAdmin):
+class TestExecutionAdmin(ViewOnlyAdmin):
     list_display = ["id", "test", "requirement", "device", "topology", "status", "updated_at"]
     list_filter = ["status", "test", "site"]
     search_fields = ["id", "device__hostname", "topology__label", "requirement__name"]
@@ -30,7 +15,7 @@ class TestExecutionAdmin(AgentOwnedAdmin):
 
 
 @admin.register(EvaluationResult)
-class EvaluationResultAdmin(AgentOwnedAdmin):
+class EvaluationResultAdmin(ViewOnlyAdmin):
     list_display = ["execution", "passed", "evaluation_source_key", "materialised_at"]
     list_filter = ["passed"]
     search_fields = [
@@ -43,7 +28,7 @@ class EvaluationResultAdmin(AgentOwnedAdmin):
 
 
 @admin.register(PolicyProgress)
-class PolicyProgressAdmin(AgentOwnedAdmin):
+class PolicyProgressAdmin(ViewOnlyAdmin):
     """Rows can be deleted by hand: the operator intervention a tripped cleanup guard asks for."""
 
     list_display = ["requirement", "device", "topology", "verdict", "policy_version", "reconciled_at"]
@@ -56,7 +41,7 @@ class PolicyProgressAdmin(AgentOwnedAdmin):
 
 
 @admin.register(ReconcileSweep)
-class ReconcileSweepAdmin(AgentOwnedAdmin):
+class ReconcileSweepAdmin(ViewOnlyAdmin):
     """Each scope's last complete sweep: how fresh its projection is."""
 
     list_display = ["site", "satellite", "resource_class", "gate", "completed_at", "target_count", "deferred"]

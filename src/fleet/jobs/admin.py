@@ -1,5 +1,6 @@
 from django.contrib import admin
 
+from fleet.core.admin import ViewOnlyAdmin
 from fleet.jobs.models import Job, JobDevice
 
 
@@ -14,7 +15,7 @@ class JobDeviceInline(admin.TabularInline):
 
 
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ViewOnlyAdmin):
     """Jobs are created by the Job path and moved by agents: read-only here (cancel via the API)."""
 
     list_display = ["id", "workflow_name", "status", "site", "satellite", "topology", "requested_by", "created_at"]
@@ -22,12 +23,3 @@ class JobAdmin(admin.ModelAdmin):
     search_fields = ["id", "requested_by", "job_devices__device__hostname"]
     list_select_related = ["site", "satellite", "topology"]
     inlines = [JobDeviceInline]
-
-    def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.fields]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
