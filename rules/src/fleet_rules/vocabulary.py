@@ -154,6 +154,16 @@ class EvaluationOutcome(Vocabulary):
     WRITTEN = "written"
 
 
+class ReconcileOutcome(Vocabulary):
+    """What a reconcile page did with each target (its response's counters); `deleted` counts the
+    rows a sweep's final page removed."""
+
+    WRITTEN = "written"
+    UNCHANGED = "unchanged"
+    DEFERRED = "deferred"
+    DELETED = "deleted"
+
+
 # --- rerun planning ------------------------------------------------------------------------------
 
 

@@ -9,8 +9,14 @@ class BurninConfig(AppConfig):
 
     def ready(self) -> None:
         from fleet.burnin.executions import executions_abandon
+        from fleet.burnin.metrics import projection_gauges
+        from fleet.core.metrics import register_scrape_collector
         from fleet.jobs.services import on_jobs_ended
 
         # Jobs sit below burn-in: ending one (finish, cancel, expired lease) closes the
         # executions it left running through this subscription, never by jobs importing us.
         on_jobs_ended(executions_abandon)
+        # /metrics reads the projection at scrape time (fleet.core.metrics knows no app).
+        register_scrape_collector(
+            "burnin", projection_gauges, permissions=("burnin.view_policyprogress", "inventory.view_satellite")
+        )

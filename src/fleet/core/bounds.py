@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from django.conf import settings
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
+from fleet.core import requestlog
 from fleet.core.error_schema import ErrorCode
 from fleet.core.errors import error_body
 
@@ -100,7 +102,21 @@ class BoundedASGIApplication:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        started = time.perf_counter()
         headers = {name.lower(): value for name, value in scope["headers"]}
+        request_id = requestlog.request_id_of(headers.get(b"x-request-id", b"").decode("latin-1"))
+
+        async def refuse(status: int, detail: str) -> None:
+            await _send_error(send, status, detail, request_id)
+            requestlog.refusal_observed(
+                request_id=request_id,
+                method=scope.get("method", ""),
+                path=scope.get("path", ""),
+                status=status,
+                seconds=time.perf_counter() - started,
+                code=ErrorCode.INVALID,
+            )
+
         chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
         content_length = None if chunked else headers.get(b"content-length", b"").decode("latin-1") or None
         refusal = head_refusal(
@@ -111,7 +127,7 @@ class BoundedASGIApplication:
             body_buffered=True,
         )
         if refusal is not None:
-            await _send_error(send, *refusal)
+            await refuse(*refusal)
             return
         body = bytearray()
         try:
@@ -123,12 +139,12 @@ class BoundedASGIApplication:
                         return
                     body += message.get("body", b"")
                     if len(body) > limit("MAX_BODY_BYTES"):
-                        await _send_error(send, 413, _too_large(f"more than {len(body)}"))
+                        await refuse(413, _too_large(f"more than {len(body)}"))
                         return
                     more = message.get("more_body", False)
         except TimeoutError:
             seconds = limit("BODY_READ_TIMEOUT")
-            await _send_error(send, 408, f"The request body did not arrive within {seconds:g} s.")
+            await refuse(408, f"The request body did not arrive within {seconds:g} s.")
             return
         if chunked:
             scope = dict(scope)
@@ -154,7 +170,7 @@ def _replay(body: bytes, receive: Receive) -> Receive:
     return replayed
 
 
-async def _send_error(send: Send, status: int, detail: str) -> None:
+async def _send_error(send: Send, status: int, detail: str, request_id: str) -> None:
     content = json.dumps(error_body(detail, ErrorCode.INVALID)).encode()
     await send(
         {
@@ -164,6 +180,7 @@ async def _send_error(send: Send, status: int, detail: str) -> None:
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(content)).encode()),
                 (b"connection", b"close"),
+                (requestlog.HEADER.lower().encode(), request_id.encode()),
             ],
         }
     )

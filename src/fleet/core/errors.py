@@ -26,6 +26,7 @@ from rest_framework.serializers import as_serializer_error
 from rest_framework.settings import api_settings
 from rest_framework.views import set_rollback
 
+from fleet.core import metrics, requestlog
 from fleet.core.error_schema import ErrorCode
 from fleet.core.exceptions import FleetError
 
@@ -103,8 +104,16 @@ def _is_database_unavailable(exc: BaseException) -> bool:
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
-    """DRF's EXCEPTION_HANDLER: every exception becomes an `ErrorResponse`."""
+    """DRF's EXCEPTION_HANDLER: every exception becomes an `ErrorResponse` (its code goes on the
+    request's log line)."""
     set_rollback()
+    response = _error_response(exc)
+    request = context.get("request")
+    requestlog.error_noted(response.data["code"], getattr(request, "_request", None))
+    return response
+
+
+def _error_response(exc: Exception) -> Response:
     headers: dict[str, str] = {}
     if isinstance(exc, DjangoValidationError):
         exc = exceptions.ValidationError(as_serializer_error(exc))
@@ -139,6 +148,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response:
 
     if _is_database_unavailable(exc):
         logger.error("database unavailable: %s", exc)
+        metrics.database_unavailable_counted()
         return Response(
             error_body(DB_UNAVAILABLE_DETAIL, ErrorCode.SERVICE_UNAVAILABLE),
             status=status.HTTP_503_SERVICE_UNAVAILABLE,
@@ -213,6 +223,7 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
 def handler500(request: HttpRequest) -> HttpResponse:
     exc = sys.exc_info()[1]
     if exc is not None and _is_database_unavailable(exc):
+        metrics.database_unavailable_counted()
         response = JsonResponse(error_body(DB_UNAVAILABLE_DETAIL, ErrorCode.SERVICE_UNAVAILABLE), status=503)
         response["Retry-After"] = "5"
         return response

@@ -19,6 +19,7 @@ no operator client (`[]` must be written out to mean "any signed-in person").
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,9 +97,21 @@ def operation_access() -> tuple[OperationAccess, ...]:
     return tuple(sorted(found, key=lambda o: (o.path, o.method)))
 
 
+#: Scopes of endpoints outside the API (e.g. `fleet:metrics`), with what their permission set is.
+_outside_api: dict[str, Callable[[], tuple[str, ...]]] = {}
+
+
+def register_scope_needs(scope: str, permissions: Callable[[], tuple[str, ...]]) -> None:
+    """Declare a scope an endpoint outside `/api/v1/` checks, and the permissions it needs."""
+    _outside_api[scope] = permissions
+
+
 def scope_needs(scope: str) -> list[tuple[str, ...]]:
     """The permission sets of the operations `scope` opens (one per distinct set)."""
-    return sorted({o.permissions for o in operation_access() if scope in o.scopes and o.permissions is not None})
+    found = {o.permissions for o in operation_access() if scope in o.scopes and o.permissions is not None}
+    if scope in _outside_api:
+        found.add(_outside_api[scope]())
+    return sorted(found)
 
 
 def scope_usable(scope: str, user: Any) -> bool:

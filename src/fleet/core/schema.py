@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from django.conf import settings
@@ -53,3 +54,42 @@ class CachedSchemaView(SpectacularAPIView):
     @method_decorator(cache_page(settings.SCHEMA_CACHE_SECONDS, key_prefix="schema"))
     def get(self, request, *args, **kwargs):
         return super().get(request, *args, **kwargs)
+
+
+@functools.cache
+def _operation_ids() -> dict[tuple[Any, str], str]:
+    """`{(view callback, method): operationId}` for every documented operation, computed the way
+    the schema computes it (drf-spectacular's own endpoint enumeration and `get_operation_id`),
+    without generating the rest of the schema."""
+    from drf_spectacular.generators import SchemaGenerator
+    from drf_spectacular.settings import spectacular_settings
+
+    generator = SchemaGenerator()
+    generator._initialise_endpoints()
+    found: dict[tuple[Any, str], str] = {}
+    endpoints: list[Any] = list(generator.endpoints or [])
+    for path, path_regex, method, callback in endpoints:
+        view = generator.create_view(callback, method)
+        view.request = spectacular_settings.GET_MOCK_REQUEST(method, path, view, None)
+        schema = view.schema
+        schema.path, schema.path_regex, schema.path_prefix, schema.method = (
+            generator.coerce_path(path, method, view),
+            path_regex,
+            "^/",
+            method.upper(),
+        )
+        if schema.is_excluded():
+            continue
+        found[(callback, method.upper())] = schema.get_operation_id()
+    return found
+
+
+def operation_ids_load() -> None:
+    """Compute the operationId table now (a server does, before its first request)."""
+    _operation_ids()
+
+
+def operation_id(callback: Any, method: str) -> str | None:
+    """The OpenAPI operationId of the operation `callback` (a resolved URL's view) serves for
+    `method`, or None when it is no documented operation."""
+    return _operation_ids().get((callback, method.upper()))

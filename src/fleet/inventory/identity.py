@@ -82,6 +82,14 @@ class ClientPrincipal:
     def get_username(self) -> str:
         return f"client:{self.application.name}"
 
+    def principal_label(self) -> str:
+        """Who this is in a log line: `satellite:<site>/<name>` once the request has looked its
+        satellite up, else `client:<name>` (a satellite's client is named after it). Never a query."""
+        satellite = self.__dict__.get("satellite")
+        if satellite is not None:
+            return f"satellite:{satellite.site.slug}/{satellite.name}"
+        return self.get_username()
+
     def __str__(self) -> str:
         return self.get_username()
 

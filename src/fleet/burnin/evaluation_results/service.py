@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.db import transaction
 
+from fleet.burnin import metrics
 from fleet.burnin.evaluation_results.load import load_facts
 from fleet.burnin.evaluation_results.write import write_results
 from fleet.inventory.identity import Actor
@@ -26,4 +27,5 @@ def evaluation_results_upsert(*, items: list[ResultItem], actor: Actor) -> Upser
     counts.add(EvaluationOutcome.WRITTEN, len(written))
     # Lost to a concurrent write for a newer execution_updated_at: this result is already stale.
     counts.add(EvaluationOutcome.STALE, len(to_write) - len(written))
+    metrics.evaluation_results_counted(counts)
     return counts

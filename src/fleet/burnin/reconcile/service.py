@@ -15,6 +15,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from fleet.burnin import metrics
 from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets, load_page, reconcile_scope_load
 from fleet.burnin.reconcile.write import SweepRecord, cleanup, page_write, sweep_record
 from fleet.core.cursors import cursor_decode, cursor_encode
@@ -134,6 +135,7 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     tallies["rows"] += kept_in_scope + len(to_store) + len(loaded.orphans)
     if loaded.has_more:
         page.next_cursor = cursor_encode(_cursor_payload(scope, state, targets[-1], tallies), purpose="reconcile")
+        metrics.reconcile_page_counted(scope, page)
         return page
     page.deleted, page.guard_tripped = cleanup(scope, started_at=state.started_at, rows_in_scope=tallies["rows"])
     sweep_record(
@@ -150,6 +152,7 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     )
     if state.target_count == 0:
         logger.warning("reconcile of %s: the policy governs no target (target_count 0)", scope.describe())
+    metrics.reconcile_page_counted(scope, page)
     return page
 
 

@@ -10,6 +10,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.burnin import metrics
 from fleet.burnin.reruns.load import check_selection, involved_devices, load_planning_input
 from fleet.core.locks import lock_in_pk_order
 from fleet.inventory.models import Device, Site
@@ -67,4 +68,5 @@ def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode
         CreatedJob(job.id, planned.workflow_name, planned.topology, planned.device_ids)
         for planned, job in zip(decided.jobs, jobs, strict=True)
     )
+    metrics.dispatch_counted(decided)
     return DispatchOutcome(plan=decided, created_jobs=created)

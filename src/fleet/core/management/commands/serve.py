@@ -8,7 +8,8 @@ pooled database connection. Hundreds of clients trickling bytes hold no worker.
 
 Processes: the `fleet serve` process is the supervisor; it forks `--workers` worker processes
 (granian's `fork` start method on Linux), restarts a worker that dies, and on SIGTERM/SIGINT
-stops them gracefully (`--graceful-timeout`, then they are killed).
+stops them gracefully (`--graceful-timeout`, then they are killed). The workers' metrics add up
+through prometheus-client's multiprocess files (`fleet.core.multiprocess`, prepared by `fleet.cli`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand
 from django.db import connections
 
-from fleet.core import embedded
+from fleet.core import embedded, multiprocess
 from fleet.core.dbbackend.base import APP_DATABASE
 
 
@@ -78,4 +79,7 @@ class Command(BaseCommand):
             "granian worker(s) (API docs at /api/docs/)"
         )
         self.stdout.flush()
-        server.serve()
+        try:
+            server.serve()
+        finally:
+            multiprocess.cleanup()
