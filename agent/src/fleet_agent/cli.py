@@ -8,7 +8,7 @@ import signal
 import sys
 from typing import Any
 
-from fleet_agent import __version__
+from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient, Unreachable
 from fleet_agent.config import EXECUTORS, AgentConfig, ConfigError, load_config
 from fleet_agent.executors.base import Executor
@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--state-dir", help="Where the agent keeps crash-recovery state")
         sub.add_argument("--config", help="A TOML or YAML file with the same keys")
         sub.add_argument("--log-format", choices=["text", "json"])
+        sub.add_argument(
+            "--metrics-port", type=int, help="Serve Prometheus metrics on this port (FLEET_AGENT_METRICS_PORT)"
+        )
+        sub.add_argument("--metrics-host", help="Address the metrics endpoint binds (default 127.0.0.1)")
         sub.add_argument("--log-level", help="DEBUG, INFO, WARNING, ...")
     return parser
 
@@ -91,6 +95,22 @@ def main(argv: list[str] | None = None) -> int:
         client.close()
         return 2
     agent = Agent(config, client, executor, state)
+    metrics_server = None
+    if config.metrics_port:
+        try:
+            metrics_server = metrics.serve(
+                config.metrics_host,
+                config.metrics_port,
+                version=__version__,
+                site=config.site,
+                satellite=config.satellite,
+            )
+        except OSError as exc:
+            where = f"{config.metrics_host}:{config.metrics_port}"
+            print(f"fleet-agent: metrics_port: cannot listen on {where}: {exc}", file=sys.stderr)  # noqa: T201
+            client.close()
+            return 2
+        logger.info("metrics on http://%s:%d/metrics", config.metrics_host, config.metrics_port)
 
     def on_signal(signum: int, _frame: object) -> None:
         logger.info("received %s: finishing the report in flight, then exiting", signal.Signals(signum).name)
@@ -126,6 +146,8 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     finally:
         client.close()
+        if metrics_server is not None:
+            metrics_server.shutdown()
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ from typing import Any
 
 import httpx
 
-from fleet_agent import __version__
+from fleet_agent import __version__, metrics
 
 logger = logging.getLogger("fleet_agent.client")
 
@@ -119,13 +119,17 @@ class FleetClient:
                 never_sent = isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout))
                 if attempt > self.max_retries or not (idempotent or never_sent):
                     raise Unreachable(f"{method} {path}: {exc}") from exc
+                metrics.RETRIES.labels("connection").inc()
                 self._backoff(attempt, None, f"{type(exc).__name__}: {exc}", method, path)
                 continue
+            if response.status_code < 500 and response.status_code != 429:
+                metrics.LAST_CONTACT.set_to_current_time()
             if response.status_code == 401 and authenticate and attempt == 1:
                 self._fresh_token(force=True)  # revoked or expired early: fetch a new one once
                 continue
             retryable = RETRYABLE_STATUSES if idempotent else {429, 503}
             if response.status_code in retryable and attempt <= self.max_retries:
+                metrics.RETRIES.labels(str(response.status_code)).inc()
                 self._backoff(attempt, response.headers.get("Retry-After"), str(response.status_code), method, path)
                 continue
             return response

@@ -45,6 +45,8 @@ class AgentConfig:
     deferred_backoff: float = 1.0
     state_dir: str = ".fleet-agent"
     log_format: str = "text"
+    metrics_port: int = 0  # 0: no metrics endpoint
+    metrics_host: str = "127.0.0.1"
     log_level: str = "INFO"
     request_timeout: float = 30.0
     max_retries: int = 6
@@ -87,6 +89,8 @@ class AgentConfig:
             raise ConfigError(f"log_format: {self.log_format!r} is not one of text, json")
         if self.concurrency < 1:
             raise ConfigError("concurrency: must be at least 1")
+        if not 0 <= self.metrics_port <= 65535:
+            raise ConfigError("metrics_port: must be a TCP port (1-65535), or 0 for none")
         if not 1 <= self.reconcile_limit <= 500:
             raise ConfigError("reconcile_limit: must be between 1 and 500")
         return self

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from fleet_agent import __version__
+from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
@@ -229,6 +229,7 @@ class Agent:
             return self._run_job(job)
         except Exception:
             logger.exception("job %s failed in the agent", job["id"])
+            metrics.JOBS.labels("failed").inc()
             try:
                 self.client.finish_job(job["id"], "failed", "the agent hit an error running this job")
             except Exception:
@@ -252,6 +253,7 @@ class Agent:
                 errored_any |= status == ERRORED
         if lost.is_set():
             self.state.job_finished(job_id)
+            metrics.JOBS.labels("abandoned").inc()
             return executions
         if self.stopping:
             outcome, reason = "failed", "the agent stopped before the job finished"
@@ -264,6 +266,7 @@ class Agent:
         except ApiError as exc:
             logger.warning("could not finish job %s: %s", job_id, exc)
         self.state.job_finished(job_id)
+        metrics.JOBS.labels(outcome).inc()
         logger.info(
             "job %s %s: %d execution(s) reported; their verdicts come from phase 1", job_id, outcome, executions
         )
@@ -313,6 +316,7 @@ class Agent:
         final = base | _final(outcome)
         self.client.report_execution(execution_id, final)
         self.state.execution_finished(execution_id)
+        metrics.EXECUTIONS.labels(outcome.status).inc()
         where = job["topology"]["label"] if multi else devices[0]["hostname"]
         if outcome.status == ERRORED:
             logger.warning("%s on %s errored (attempt %d): %s", requirement["name"], where, attempt, outcome.error)
@@ -382,8 +386,11 @@ class Agent:
         for resource_class in self.client.resource_classes(self.config.site, self.config.satellite):
             if self.stopping:
                 break
+            started = time.monotonic()
             try:
                 summary[resource_class] = self.sweep(resource_class)
+                metrics.SWEEPS.labels(resource_class).inc()
+                metrics.SWEEP_SECONDS.labels(resource_class).observe(time.monotonic() - started)
             except ApiError as exc:
                 if "resource_class" in exc.field_errors():
                     logger.warning("phase 2: %s has no acceptance policy; its devices are not judged", resource_class)

@@ -102,6 +102,9 @@ class RequestObservationMiddleware:
                 operation=context.operation, method=method, status=response.status_code, seconds=seconds
             )
             self._log(request, response, context, seconds)
+            # This line replaces Django's own (django.request) for the response; an exception's
+            # traceback was logged where it was caught.
+            response._has_been_logged = True  # type: ignore[attr-defined]
             return response
         finally:
             request_context.reset(token)
