@@ -427,6 +427,9 @@ LOGGING = {
         "django.request": {"level": "ERROR"},
         "django.db.backends": {"level": "INFO"},
         "fleet.request": {"level": os.environ.get("FLEET_REQUEST_LOG_LEVEL", "INFO")},
+        # Their DEBUG lines hold the token responses (access tokens): never below INFO.
+        "oauthlib": {"level": "INFO"},
+        "oauth2_provider": {"level": "INFO"},
     },
 }
 
