@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import httpx
 from django.db import connection
 
 REPO = Path(__file__).resolve().parents[1]
+_SERVER_LOGS: dict[int, Path] = {}  # pid of a server started here -> the file its output goes to
 
 
 def test_database_url() -> str:
@@ -44,35 +46,52 @@ def fleet_env(**extra: str) -> dict[str, str]:
 
 
 def start_server(env: dict[str, str] | None = None, workers: int = 1) -> tuple[subprocess.Popen, str]:
-    """Run `fleet serve` on a free port; returns the process and its base URL once it answers."""
+    """Run `fleet serve` on a free port; returns the process and its base URL once it answers.
+
+    Its output goes to a file, never a pipe: the server logs a JSON line per request, and a pipe
+    nobody reads fills (64 KiB) and then blocks every worker in its next log write."""
     port = free_port()
+    log = tempfile.NamedTemporaryFile("w+", prefix="fleet-serve-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(
         [sys.executable, "-m", "fleet", "serve", "--port", str(port), "--workers", str(workers)],
         env=env or fleet_env(),
         cwd=REPO,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         text=True,
     )
+    _SERVER_LOGS[process.pid] = Path(log.name)
+    log.close()
     base = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"fleet serve exited early:\n{process.stdout.read()}")
+            raise RuntimeError(f"fleet serve exited early:\n{server_output(process)}")
         try:
             httpx.get(f"{base}/api/schema/?format=json", timeout=2)
             return process, base
         except httpx.TransportError:
             time.sleep(0.2)
-    process.kill()
+    stop(process)
     raise RuntimeError("fleet serve did not answer within 30 s")
 
 
+def server_output(process: subprocess.Popen) -> str:
+    """What a server started by `start_server` has printed so far."""
+    path = _SERVER_LOGS.get(process.pid)
+    return path.read_text(errors="replace") if path is not None and path.exists() else ""
+
+
 def stop(process: subprocess.Popen) -> str:
+    """Stop a server started by `start_server` and return everything it printed."""
     process.terminate()
     try:
-        out, _ = process.communicate(timeout=20)
+        process.wait(timeout=20)
     except subprocess.TimeoutExpired:
         process.kill()
-        out, _ = process.communicate()
-    return out or ""
+        process.wait()
+    output = server_output(process)
+    path = _SERVER_LOGS.pop(process.pid, None)
+    if path is not None:
+        path.unlink(missing_ok=True)
+    return output

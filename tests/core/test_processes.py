@@ -97,3 +97,16 @@ def test_a_killed_process_does_not_keep_the_embedded_server_alive(tmp_path):
     while pidfile.exists() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert not pidfile.exists(), "the last live process must stop the server despite the killed one"
+
+
+def test_a_server_started_for_tests_keeps_answering_after_its_log_outgrows_a_pipe(db):
+    """The server logs a JSON line per request; the test harness must drain it (a pipe left unread
+    fills at 64 KiB and blocks every worker: an end-to-end run once hung for 180 s on this)."""
+    process, base = start_server()
+    try:
+        with httpx.Client(base_url=base, timeout=10) as client:
+            for _ in range(800):  # a logged 404, ~250 bytes of log each: well past a pipe's 64 KiB
+                assert client.get("/api/v1/nothing/").status_code == 404
+    finally:
+        output = stop(process)
+    assert output.count("/api/v1/nothing/") >= 800 and len(output) > 128 * 1024
