@@ -205,3 +205,15 @@ class ConstraintOperator(Vocabulary):
     LT = "lt"
     LTE = "lte"
     IN = "in"
+
+
+# --- diagnosis -----------------------------------------------------------------------------------
+
+
+class OutlierGroupReason(Vocabulary):
+    """Why a group of siblings names no outlier although it was looked at."""
+
+    TOO_FEW_DEVICES = "too_few_devices"  # fewer devices than the minimum group size
+    MAD_ZERO = "mad_zero"  # at least half the devices measured the same value: no spread to judge by
+    NO_BAD_SIDE = "no_bad_side"  # an `eq` rule has no direction that is worse
+    NONE_BEYOND_K = "none_beyond_k"  # looked at, nobody is far enough out on the bad side

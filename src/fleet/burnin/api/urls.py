@@ -1,6 +1,6 @@
 from django.urls import path
 
-from fleet.burnin.api import rerun_views, views
+from fleet.burnin.api import diagnosis_views, rerun_views, views
 
 urlpatterns = [
     path(
@@ -22,4 +22,9 @@ urlpatterns = [
         name="rerun-dispatch",
     ),
     path("burn-in/policy-progress/reconcile/", views.PolicyProgressReconcileView.as_view(), name="progress-reconcile"),
+]
+
+# --- diagnosis ------------------------------------------------------------------------------------
+urlpatterns += [
+    path("burn-in/sites/<uuid:site_id>/outliers/", diagnosis_views.SiteOutliersView.as_view(), name="site-outliers"),
 ]
