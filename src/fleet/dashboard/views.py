@@ -19,6 +19,7 @@ from django.utils.dateparse import parse_datetime
 from django.views import View
 
 from fleet.burnin import reads
+from fleet.burnin.diagnosis import attempts
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
@@ -29,7 +30,7 @@ from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import sites_inventory
 from fleet.jobs.selectors import active_job_counts, job_get, job_page
 from fleet.jobs.services import job_cancel
-from fleet_rules.vocabulary import JobStatus, PlanningMode
+from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
 
 GRID_PAGE = 100
 FAILURES_PAGE = 100
@@ -84,7 +85,7 @@ class SitePage(access.Page, View):
         return _page(
             request,
             "dashboard/site.html",
-            {"site": site, "classes": reads.site_progress(site)},
+            {"site": site, "classes": reads.site_progress(site), "flaky": attempts.flaky_rates(site)},
             {"progress": "dashboard/partials/site_progress.html"},
         )
 
@@ -148,6 +149,7 @@ class FailuresPage(access.Page, View):
             "dashboard/failures.html",
             {
                 "site": site,
+                "passed_after": _passed_after(site, filters),
                 "form": form,
                 "rows": rows,
                 "order": order,
@@ -169,7 +171,22 @@ FAILURES_CSV_COLUMNS = [
     "finished_at",
     "attempts",
     "execution_id",
+    "passed_after_attempts",
 ]
+
+
+def _passed_after(site: Site, filters: reads.FailureFilters) -> list[attempts.PassedAfter]:
+    """Passes that followed failures or errors under the current version (not when the list is
+    filtered to one failing verdict)."""
+    if filters.verdict:
+        return []
+    rows = attempts.passes_after_failures(site)
+    return [
+        r
+        for r in rows
+        if (not filters.resource_class or r.resource_class == filters.resource_class)
+        and (not filters.requirement or r.requirement == filters.requirement)
+    ]
 
 
 class FailuresCsv(access.Page, View):
@@ -198,6 +215,23 @@ class FailuresCsv(access.Page, View):
                         row.finished_at.isoformat() if row.finished_at else "",
                         row.attempts,
                         row.execution_id or "",
+                        "",
+                    ]
+                )
+                yield out.take()
+            for passed in _passed_after(site, filters):
+                writer.writerow(
+                    [
+                        passed.target,
+                        passed.resource_class,
+                        passed.requirement,
+                        Verdict.PASSED,
+                        "",
+                        "",
+                        "",
+                        passed.summary.attempts,
+                        passed.execution_id or "",
+                        passed.summary.passed_after,
                     ]
                 )
                 yield out.take()
@@ -227,7 +261,11 @@ class DevicePage(access.Page, View):
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
         site = _site(slug)
         detail = reads.device_detail(site, hostname)
-        return render(request, "dashboard/device.html", {"site": site, "detail": detail})
+        return render(
+            request,
+            "dashboard/device.html",
+            {"site": site, "detail": detail, "attempts": attempts.device_page_attempts(detail)},
+        )
 
 
 class ExecutionPage(access.Page, View):
