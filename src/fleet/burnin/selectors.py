@@ -27,12 +27,12 @@ def latest_execution_sql(target: str, columns: str) -> str:
         """(
     (SELECT {columns} FROM {execution} e
      WHERE {target}.device_id IS NOT NULL AND e.requirement_id = {target}.requirement_id
-       AND e.device_id = {target}.device_id
+       AND e.device_id = {target}.device_id AND NOT e.diagnostic
      ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
     UNION ALL
     (SELECT {columns} FROM {execution} e
      WHERE {target}.topology_id IS NOT NULL AND e.requirement_id = {target}.requirement_id
-       AND e.topology_id = {target}.topology_id
+       AND e.topology_id = {target}.topology_id AND NOT e.diagnostic
      ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
 )""",
         target=target,
@@ -55,7 +55,8 @@ def prior_runs_sql(target: str, latest: str) -> str:
      LEFT JOIN {evaluation} ev ON ev.execution_id = e.id
      WHERE {target}.k > 1 AND {target}.{column} IS NOT NULL AND e.requirement_id = {target}.requirement_id
        AND e.{column} = {target}.{column} AND (e.created_at, e.id) < ({latest}.created_at, {latest}.id)
-       AND e.status <> %(running)s AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s::timestamptz)
+       AND e.status <> %(running)s AND NOT e.diagnostic
+       AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s::timestamptz)
      ORDER BY e.created_at DESC, e.id DESC LIMIT greatest({target}.k - 1, 0))"""
     return sql(
         """(

@@ -19,7 +19,7 @@ from django.utils.dateparse import parse_datetime
 from django.views import View
 
 from fleet.burnin import reads
-from fleet.burnin.diagnosis import attempts
+from fleet.burnin.diagnosis import attempts, isolation, outliers
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
@@ -34,6 +34,7 @@ from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
 
 GRID_PAGE = 100
 FAILURES_PAGE = 100
+SUSPECTS_SHOWN = 20
 
 
 def _site(slug: str) -> Site:
@@ -150,6 +151,14 @@ class FailuresPage(access.Page, View):
             {
                 "site": site,
                 "passed_after": _passed_after(site, filters),
+                "diagnoses": isolation.site_diagnoses(site=site, limit=50),
+                "suspects": outliers.site_outliers_page(
+                    site=site,
+                    resource_class=filters.resource_class,
+                    requirement=filters.requirement,
+                    limit=SUSPECTS_SHOWN,
+                    cursor=None,
+                ),
                 "form": form,
                 "rows": rows,
                 "order": order,
@@ -264,7 +273,16 @@ class DevicePage(access.Page, View):
         return render(
             request,
             "dashboard/device.html",
-            {"site": site, "detail": detail, "attempts": attempts.device_page_attempts(detail)},
+            {
+                "site": site,
+                "detail": detail,
+                "attempts": attempts.device_page_attempts(detail),
+                "diagnoses": isolation.site_diagnoses(site=site, device_id=detail.device.id),
+                "outliers": outliers.device_outliers(
+                    outliers.site_outlier_groups(site=site, resource_class=detail.device.resource_class),
+                    detail.device.id,
+                ),
+            },
         )
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from fleet_rules.vocabulary import OutlierGroupReason
+from fleet.core.fields import StrictCharField, StrictUUIDField
+from fleet_rules.vocabulary import IsolationStatus, OutlierGroupReason, Verdict
 
 
 class OutliersQuerySerializer(serializers.Serializer):
@@ -56,3 +57,77 @@ class OutliersPageSerializer(serializers.Serializer):
     next_cursor = serializers.CharField(allow_null=True, help_text="Null on the last page.")
     count = serializers.IntegerField(source="total", help_text="Outliers over every page.")
     groups = OutlierGroupSerializer(many=True, help_text="Every group looked at, and why one names none.")
+
+
+# --- culprit isolation ------------------------------------------------------------------------------
+
+
+class IsolationPlanRequestSerializer(serializers.Serializer):
+    topology_id = StrictUUIDField(help_text="The rack (topology) whose cohort collective failed.")
+    requirement = StrictCharField(max_length=100, help_text="The multi-node requirement that failed.")
+
+
+class NamedDeviceSerializer(serializers.Serializer):
+    device_id = serializers.UUIDField()
+    hostname = serializers.CharField()
+
+
+class IsolationSubsetSerializer(serializers.Serializer):
+    suspects = NamedDeviceSerializer(many=True, help_text="The suspects this collective tests.")
+    devices = NamedDeviceSerializer(many=True, help_text="The devices it runs on (suspects + a known-good one).")
+    job_id = serializers.UUIDField(allow_null=True)
+    execution_id = serializers.UUIDField(allow_null=True)
+    verdict = serializers.ChoiceField(choices=Verdict.choices, allow_null=True, help_text="Null until decided.")
+
+
+class IsolationRoundSerializer(serializers.Serializer):
+    round = serializers.IntegerField(min_value=1)
+    subsets = IsolationSubsetSerializer(many=True)
+
+
+class IsolationPreviewSerializer(serializers.Serializer):
+    topology_id = serializers.UUIDField()
+    topology_label = serializers.CharField()
+    requirement = serializers.CharField()
+    cohort = NamedDeviceSerializer(many=True)
+    max_rounds = serializers.IntegerField(help_text="⌈log2 n⌉ + 1 for an n-device cohort.")
+    first_round = IsolationRoundSerializer()
+
+
+class IsolationPlanSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    site_id = serializers.UUIDField()
+    topology_id = serializers.UUIDField()
+    topology_label = serializers.CharField()
+    requirement = serializers.CharField()
+    policy_version = serializers.IntegerField()
+    status = serializers.ChoiceField(choices=IsolationStatus.choices)
+    cohort = NamedDeviceSerializer(many=True)
+    max_rounds = serializers.IntegerField()
+    rounds = IsolationRoundSerializer(many=True)
+    suspects = NamedDeviceSerializer(many=True, help_text="Still under suspicion (in a group not yet narrowed).")
+    known_good = NamedDeviceSerializer(many=True, help_text="Took part in a passing diagnostic collective.")
+    culprits = NamedDeviceSerializer(many=True, help_text="Devices whose presence makes the collective fail.")
+    unresolved = NamedDeviceSerializer(many=True, help_text="Suspects of groups that stopped narrowing.")
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+
+
+class DiagnosesQuerySerializer(serializers.Serializer):
+    device = serializers.UUIDField(required=False)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=100)
+
+
+class DeviceDiagnosisSerializer(serializers.Serializer):
+    device_id = serializers.UUIDField()
+    hostname = serializers.CharField(source="device.hostname")
+    topology_id = serializers.UUIDField()
+    topology_label = serializers.CharField(source="topology.label")
+    requirement = serializers.CharField(source="requirement.name")
+    plan_id = serializers.UUIDField()
+    finding = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class DiagnosesSerializer(serializers.Serializer):
+    results = DeviceDiagnosisSerializer(many=True, help_text="Newest first, at most `limit`.")

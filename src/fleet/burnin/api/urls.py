@@ -27,4 +27,25 @@ urlpatterns = [
 # --- diagnosis ------------------------------------------------------------------------------------
 urlpatterns += [
     path("burn-in/sites/<uuid:site_id>/outliers/", diagnosis_views.SiteOutliersView.as_view(), name="site-outliers"),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/",
+        diagnosis_views.IsolationPlanPreviewView.as_view(),
+        name="isolation-preview",
+    ),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/dispatch/",
+        diagnosis_views.IsolationPlanDispatchView.as_view(),
+        name="isolation-dispatch",
+    ),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/<uuid:plan_id>/",
+        diagnosis_views.IsolationPlanView.as_view(),
+        name="isolation-plan",
+    ),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/<uuid:plan_id>/advance/",
+        diagnosis_views.IsolationPlanAdvanceView.as_view(),
+        name="isolation-advance",
+    ),
+    path("burn-in/sites/<uuid:site_id>/diagnoses/", diagnosis_views.SiteDiagnosesView.as_view(), name="diagnoses"),
 ]

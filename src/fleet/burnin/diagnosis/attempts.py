@@ -38,7 +38,7 @@ CROSS JOIN LATERAL (
            CASE WHEN ev.execution_updated_at = e.updated_at THEN ev.passed END AS passed
     FROM {execution} e LEFT JOIN {evaluation} ev ON ev.execution_id = e.id
     WHERE e.requirement_id = t.requirement_id AND (e.device_id = t.target_id OR e.topology_id = t.target_id)
-      AND {since}
+      AND NOT e.diagnostic AND {since}
 ) h
 ORDER BY t.requirement_id, t.target_id, h.created_at, h.id
 """,
@@ -88,7 +88,7 @@ WHERE p.site_id = %(site)s AND p.verdict = %(passed)s AND p.policy_version = pol
   AND EXISTS (
     SELECT 1 FROM {execution} e JOIN {evaluation} ev ON ev.execution_id = e.id
     WHERE e.requirement_id = p.requirement_id AND (e.device_id = p.target_id OR e.topology_id = p.target_id)
-      AND {since} AND (e.status = %(errored)s OR NOT ev.passed)
+      AND NOT e.diagnostic AND {since} AND (e.status = %(errored)s OR NOT ev.passed)
   )
 ORDER BY r.name, coalesce(d.hostname, t.label)
 LIMIT %(limit)s
@@ -133,7 +133,8 @@ WITH runs AS (
     JOIN {requirement} r ON r.id = e.requirement_id
     JOIN {policy} pol ON pol.id = r.policy_id
     JOIN {evaluation} ev ON ev.execution_id = e.id AND ev.execution_updated_at = e.updated_at
-    WHERE e.site_id = %(site)s AND e.status <> %(running)s AND r.retired_at IS NULL AND {since}
+    WHERE e.site_id = %(site)s AND e.status <> %(running)s AND NOT e.diagnostic AND r.retired_at IS NULL
+      AND {since}
 ), targets AS (
     SELECT resource_class, name, target, count(DISTINCT outcome) AS outcomes FROM runs GROUP BY 1, 2, 3
 )
