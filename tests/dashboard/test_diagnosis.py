@@ -33,3 +33,11 @@ def test_outliers_are_suspects_on_the_failures_page_and_marked_on_the_device_pag
     assert 'data-suspect="a01-n09"' in failures
     assert '<li class="outlier">⚠ nccl-local · busbw_gbps.min' in text(browser.get("/sites/lon-1/devices/a01-n09/"))
     assert 'class="outlier"' not in text(browser.get("/sites/lon-1/devices/a01-n00/"))
+
+
+def test_the_grid_marks_an_outlier_s_cell(person, fleet):
+    seed(fleet, SIBLINGS + [320.0])
+    page = text(person(VIEWER).get("/sites/lon-1/grid/?resource_class=gpu.h200.8x"))
+    assert page.count('class="outlier-mark"') == 1
+    row = page.split('data-hostname="a01-n09"')[1].split("</tr>")[0]
+    assert 'class="outlier-mark" title="outlier among its siblings: robust z' in row

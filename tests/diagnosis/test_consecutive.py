@@ -70,3 +70,19 @@ def test_only_runs_since_the_policy_version_changed_count(fleet, target):
     assert verdict(requirement, device) == "not_run"  # the earlier pass was under another version
     run(fleet, requirement, device, site, True)
     assert verdict(requirement, device) == "passed"
+
+
+def test_the_attempts_endpoint_says_passed_after_3_attempts(fleet, target, bearer):
+    site, device, policy = target
+    requirement = fleet.requirement(policy, "gpu-diag", consecutive_passes=2)
+    for passed in (False, False, True):
+        run(fleet, requirement, device, site, passed)
+    client = bearer(["fleet:read"])
+    url = f"/api/v1/burn-in/sites/{site.id}/attempts/?requirement=gpu-diag&target={device.id}"
+    body = client.get(url).json()
+    assert [a["verdict"] for a in body["attempts"]] == ["failed", "failed", "passed"]
+    assert body["summary"] == {"attempts": 3, "passed_after": 3, "consecutive_passes": 1, "flaky": True}
+    assert body["consecutive_passes_required"] == 2 and verdict(requirement, device) == "failed"
+    missing = client.get(f"/api/v1/burn-in/sites/{site.id}/attempts/?requirement=nope&target={device.id}")
+    assert missing.status_code == 404
+    assert client.get(f"/api/v1/burn-in/sites/{site.id}/attempts/?requirement=gpu-diag").status_code == 400

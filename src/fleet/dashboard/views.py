@@ -117,11 +117,24 @@ class GridPage(access.Page, View):
                 "classes": classes,
                 "filters": filters,
                 "grid": grid,
+                "outlier_marks": _outlier_marks(site, resource_class),
                 "query": request.GET,
                 "every_failing": ALL_FAILED,
             },
             {"grid": "dashboard/partials/grid_table.html"},
         )
+
+
+def _outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, float]]:
+    """hostname → requirement → the farthest robust z where the device is an outlier (3 queries)."""
+    marks: dict[str, dict[str, float]] = {}
+    for group in outliers.site_outlier_groups(site=site, resource_class=resource_class or None):
+        for o in group.verdict.outliers:
+            by_requirement = marks.setdefault(o.hostname, {})
+            current = by_requirement.get(group.key.requirement)
+            if current is None or abs(o.robust_z) > abs(current):
+                by_requirement[group.key.requirement] = o.robust_z
+    return marks
 
 
 def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, reads.FailureFilters, str, int]:

@@ -131,3 +131,41 @@ class DeviceDiagnosisSerializer(serializers.Serializer):
 
 class DiagnosesSerializer(serializers.Serializer):
     results = DeviceDiagnosisSerializer(many=True, help_text="Newest first, at most `limit`.")
+
+
+# --- attempt history --------------------------------------------------------------------------------
+
+
+class AttemptsQuerySerializer(serializers.Serializer):
+    requirement = serializers.CharField(max_length=100)
+    target = serializers.UUIDField(help_text="A device id (single-node requirement) or a topology id (multi-node).")
+
+
+class AttemptSerializer(serializers.Serializer):
+    execution_id = serializers.UUIDField()
+    status = serializers.CharField()
+    verdict = serializers.ChoiceField(
+        choices=Verdict.choices, allow_null=True, help_text="Null while running or not evaluated."
+    )
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    job_id = serializers.UUIDField(allow_null=True)
+
+
+class AttemptSummarySerializer(serializers.Serializer):
+    attempts = serializers.IntegerField(help_text="Judged attempts under the current policy version.")
+    passed_after = serializers.IntegerField(
+        allow_null=True, help_text="N in 'passed after N attempts' when the latest pass followed failures or errors."
+    )
+    consecutive_passes = serializers.IntegerField(help_text="Passes in a row at the end of the history.")
+    flaky = serializers.BooleanField(help_text="The verdict changed between attempts under this policy version.")
+
+
+class TargetAttemptsSerializer(serializers.Serializer):
+    requirement = serializers.CharField()
+    target_id = serializers.UUIDField()
+    target = serializers.CharField(help_text="The device's hostname or the topology's label.")
+    policy_version = serializers.IntegerField()
+    consecutive_passes_required = serializers.IntegerField()
+    attempts = AttemptSerializer(many=True, help_text="Oldest first.")
+    summary = AttemptSummarySerializer()

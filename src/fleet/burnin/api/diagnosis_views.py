@@ -11,7 +11,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.burnin.api import diagnosis_serializers as s
-from fleet.burnin.diagnosis import isolation
+from fleet.burnin.diagnosis import attempts, isolation
 from fleet.burnin.diagnosis.outliers import site_outliers_page
 from fleet.burnin.selectors import site_get
 from fleet.core.requests import validated
@@ -168,3 +168,26 @@ class SiteDiagnosesView(APIView):
         query = validated(s.DiagnosesQuerySerializer, request, data=request.query_params)
         rows = isolation.site_diagnoses(site=site, device_id=query.get("device"), limit=query["limit"])
         return Response(s.DiagnosesSerializer({"results": rows}).data)
+
+
+class TargetAttemptsView(APIView):
+    required_scopes = ["fleet:read"]
+    required_permissions = ["burnin.view_testexecution"]
+
+    @extend_schema(
+        operation_id="api_v1_burn_in_sites_attempts_retrieve",
+        tags=TAGS,
+        summary="A target's attempts under the current policy version",
+        description=(
+            "Every execution of the target for the requirement since its policy's version last rose (diagnostic "
+            "runs left out), oldest first, with its verdict; and what they say together: passed after N attempts, "
+            "passes in a row, flaky."
+        ),
+        parameters=[SITE_ID, s.AttemptsQuerySerializer],
+        responses={200: s.TargetAttemptsSerializer, **error_responses(400, 401, 403, 404)},
+    )
+    def get(self, request: Request, site_id: UUID) -> Response:
+        site = site_get(site_id=site_id, actor=request.user)
+        query = validated(s.AttemptsQuerySerializer, request, data=request.query_params)
+        found = attempts.target_attempts(site=site, requirement_name=query["requirement"], target_id=query["target"])
+        return Response(s.TargetAttemptsSerializer(found).data)

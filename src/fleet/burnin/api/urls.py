@@ -48,4 +48,5 @@ urlpatterns += [
         name="isolation-advance",
     ),
     path("burn-in/sites/<uuid:site_id>/diagnoses/", diagnosis_views.SiteDiagnosesView.as_view(), name="diagnoses"),
+    path("burn-in/sites/<uuid:site_id>/attempts/", diagnosis_views.TargetAttemptsView.as_view(), name="attempts"),
 ]

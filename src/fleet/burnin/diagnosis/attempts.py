@@ -14,13 +14,16 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from uuid import UUID
 
 from django.db import connection
 
+from fleet.burnin.models import TestExecution
 from fleet.burnin.reads import DeviceDetail
 from fleet.burnin.tables import sql
-from fleet.inventory.models import Site
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.models import Device, Site, Topology
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import Attempt, AttemptSummary, judged, summarise
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
@@ -169,3 +172,67 @@ def device_page_attempts(detail: DeviceDetail) -> dict[str, AttemptSummary]:
         if target is not None:
             targets[(r.id, target)] = r.name
     return {targets[key]: summary for key, summary in attempt_summaries(list(targets)).items()}
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    execution_id: UUID
+    status: str
+    verdict: Verdict | None
+    created_at: datetime
+    finished_at: datetime | None
+    job_id: UUID | None
+
+
+@dataclass(frozen=True)
+class TargetAttempts:
+    requirement: str
+    target_id: UUID
+    target: str  # hostname or label
+    policy_version: int
+    consecutive_passes_required: int
+    attempts: list[AttemptRow]  # oldest first
+    summary: AttemptSummary
+
+
+def target_attempts(*, site: Site, requirement_name: str, target_id: UUID) -> TargetAttempts:
+    """One target's attempts under the current policy version, oldest first, with their summary
+    (404 for a target not at the site or a requirement that does not judge it). Four queries."""
+    device = Device.objects.filter(id=target_id, site=site).first()
+    topology = None if device is not None else Topology.objects.filter(id=target_id, site=site).first()
+    if device is None and topology is None:
+        raise NotFoundError(f"No device or topology {target_id} at site {site.slug}.")
+    requirements = Requirement.objects.select_related("policy").filter(name=requirement_name, retired_at__isnull=True)
+    if device is not None:
+        requirement = requirements.filter(
+            scope=RequirementScope.SINGLE_NODE, policy__resource_class=device.resource_class
+        ).first()
+    else:
+        assert topology is not None
+        classes = Device.objects.filter(memberships__topology=topology).values("resource_class")
+        requirement = requirements.filter(
+            scope=RequirementScope.MULTI_NODE, unit=topology.unit, policy__resource_class__in=classes
+        ).first()
+    if requirement is None:
+        raise NotFoundError(f"No active requirement {requirement_name!r} judges this target.")
+    since = requirement.policy.version_changed_at
+    executions = TestExecution.objects.filter(requirement=requirement, diagnostic=False).select_related("evaluation")
+    executions = executions.filter(device=device) if device is not None else executions.filter(topology=topology)
+    if since is not None:
+        executions = executions.filter(created_at__gte=since)
+    rows = []
+    for e in executions.order_by("created_at", "id"):
+        evaluation = getattr(e, "evaluation", None)
+        passed = (
+            evaluation.passed if evaluation is not None and evaluation.execution_updated_at == e.updated_at else None
+        )
+        rows.append(AttemptRow(e.id, e.status, judged(e.status, passed), e.created_at, e.finished_at, e.job_id))
+    return TargetAttempts(
+        requirement=requirement.name,
+        target_id=target_id,
+        target=device.hostname if device is not None else topology.label if topology is not None else "",
+        policy_version=requirement.policy.version,
+        consecutive_passes_required=requirement.consecutive_passes,
+        attempts=rows,
+        summary=summarise([Attempt(r.status, r.verdict) for r in rows]),
+    )

@@ -122,7 +122,7 @@ class Command(BaseCommand):
         if suspects:
             console.print(f"inconclusive for: {suspects} (the collective fails only with several of them together)")
         if data["status"] == IsolationStatus.INCONCLUSIVE and not suspects:
-            console.print("inconclusive")
+            console.print("no culprit found: the rounds stopped narrowing")
 
     def print_outcome(self, console: Console, r: dict[str, Any]) -> None:
         parts = [
