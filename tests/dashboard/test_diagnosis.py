@@ -41,3 +41,10 @@ def test_the_grid_marks_an_outlier_s_cell(person, fleet):
     assert page.count('class="outlier-mark"') == 1
     row = page.split('data-hostname="a01-n09"')[1].split("</tr>")[0]
     assert 'class="outlier-mark" title="outlier among its siblings: robust z' in row
+
+
+def test_the_metric_picture_rings_the_outlier(person, fleet):
+    seed(fleet, SIBLINGS + [320.0])
+    page = text(person(VIEWER).get("/sites/lon-1/metrics/nccl-local/"))
+    assert page.count('class="pt-outlier"') == 1 and 'data-outlier="a01-n09"' in page
+    assert "a01-n09: 320.0 (outlier: robust z" in page

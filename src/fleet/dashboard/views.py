@@ -313,13 +313,26 @@ class MetricsPage(access.Page, View):
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:
         site = _site(slug)
         pictures = reads.metric_pictures(site, requirement)
+        # Outliers among siblings, per (resource class, metric, statistic): hostname → robust z.
+        marked: dict[tuple[str, str, str | None], dict[str, float]] = {}
+        for group in outliers.site_outlier_groups(site=site, requirement=requirement):
+            key = (group.key.resource_class, group.key.metric, group.key.statistic)
+            marked[key] = {o.hostname: o.robust_z for o in group.verdict.outliers}
         drawn = []
         for picture in pictures:
             threshold = picture.rule.threshold
             numeric = threshold if isinstance(threshold, int | float) and not isinstance(threshold, bool) else None
             strip = charts.strip([p.value for p in picture.points], float(numeric) if numeric is not None else None)
+            far = marked.get((picture.resource_class, picture.rule.metric, picture.rule.statistic), {})
             drawn.append(
-                {"picture": picture, "strip": strip, "placed": list(zip(picture.points, strip.points, strict=True))}
+                {
+                    "picture": picture,
+                    "strip": strip,
+                    "placed": [
+                        (point, at, far.get(point.target))
+                        for point, at in zip(picture.points, strip.points, strict=True)
+                    ],
+                }
             )
         return render(
             request,
