@@ -143,6 +143,8 @@ class Verdict(Vocabulary):
     ERRORED = "errored"
     NOT_RUN = "not_run"
     IN_PROGRESS = "in_progress"
+    #: A pass older than its requirement's `evidence_valid_for`: it no longer counts.
+    EXPIRED = "expired"
 
 
 class EvaluationOutcome(Vocabulary):
@@ -205,3 +207,16 @@ class ConstraintOperator(Vocabulary):
     LT = "lt"
     LTE = "lte"
     IN = "in"
+
+
+# --- acceptance certificates ---------------------------------------------------------------------
+
+
+class SupersedeReason(Vocabulary):
+    """Why a device's acceptance certificate stopped being its current one (`fleet_rules.certificates`)."""
+
+    FAILED = "failed"  # a newer result of one of its targets failed
+    ERRORED = "errored"  # a newer result of one of its targets errored
+    EXPIRED = "expired"  # a pass it rests on is older than its requirement's `evidence_valid_for`
+    POLICY_CHANGED = "policy_changed"  # the device's policy has a new version
+    RENEWED = "renewed"  # newer passing evidence replaced a deciding execution (a successor was issued)

@@ -47,6 +47,12 @@ class Requirement(TimeStamped):
     retired_at = models.DateTimeField(
         null=True, blank=True, help_text="A retired requirement governs nothing; its projection rows go."
     )
+    evidence_valid_for = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="How long a pass counts after its execution finished (the fleet file's `30d`); null: forever. "
+        "An older pass is verdict `expired`.",
+    )
 
     class Meta:
         ordering = ["policy__resource_class", "name"]

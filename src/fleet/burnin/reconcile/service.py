@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from fleet.burnin import metrics
+from fleet.burnin.certificates.issuance import certificates_refresh
 from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets, load_page, reconcile_scope_load
 from fleet.burnin.reconcile.write import SweepRecord, cleanup, page_write, sweep_record
 from fleet.core.cursors import cursor_decode, cursor_encode
@@ -125,6 +126,7 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
         to_store.append((target, derived))
         intended_writes.add((target.requirement_id, target.target_id))
     stored = page_write(scope, to_store, orphans=loaded.orphans, started_at=state.started_at)
+    _certificates_refresh(to_store, stored)
     page.written = len(intended_writes & stored)
     page.unchanged += len(intended_writes - stored)
 
@@ -154,6 +156,16 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
         logger.warning("reconcile of %s: the policy governs no target (target_count 0)", scope.describe())
     metrics.reconcile_page_counted(scope, page)
     return page
+
+
+def _certificates_refresh(to_store: list[tuple[TargetRow, Derived]], stored: set[tuple[UUID, UUID]]) -> None:
+    """Issue or supersede the certificates of the devices whose rows this page wrote (of a
+    topology row: every device in the topology), in the page's transaction."""
+    written = [target for target, _ in to_store if (target.requirement_id, target.target_id) in stored]
+    certificates_refresh(
+        device_ids={t.device_id for t in written if t.device_id is not None},
+        topology_ids={t.topology_id for t in written if t.topology_id is not None},
+    )
 
 
 # --- whole sweeps --------------------------------------------------------------------------------
