@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from fleet.core.fields import StrictBooleanField
 from fleet.core.serializers import ResolvedRuleSerializer
 from fleet_rules.certificates import FORMAT
 from fleet_rules.vocabulary import RequirementScope, SupersedeReason
@@ -108,3 +109,27 @@ class CertificateKeySerializer(serializers.Serializer):
 
 class CertificateKeysSerializer(serializers.Serializer):
     keys = CertificateKeySerializer(many=True)
+
+
+class DeviceAcceptRequestSerializer(serializers.Serializer):
+    force = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Accept without a valid certificate (needs `burnin.add_acceptanceoverride`; recorded).",
+    )
+    reason = serializers.CharField(
+        required=False, default="", allow_blank=True, max_length=2000, help_text="Why (required with force)."
+    )
+
+
+class AcceptanceOverrideSerializer(serializers.Serializer):
+    actor = serializers.CharField()
+    reason = serializers.CharField()
+    created_at = serializers.DateTimeField()
+
+
+class DeviceAcceptResponseSerializer(serializers.Serializer):
+    device_id = serializers.UUIDField(source="device.id")
+    state = serializers.CharField(source="device.state")
+    changed = serializers.BooleanField(help_text="False when the device was already accepted.")
+    override = AcceptanceOverrideSerializer(allow_null=True, help_text="Set when acceptance was forced.")

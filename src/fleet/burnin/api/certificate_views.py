@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from django.shortcuts import get_object_or_404
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework.request import Request
@@ -11,8 +12,13 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.burnin.api import certificate_serializers as s
+from fleet.burnin.certificates.acceptance import OVERRIDE_PERMISSION, device_accept
 from fleet.burnin.certificates.reads import certificate_keys, device_certificate, device_certificates, envelope
+from fleet.core.exceptions import PermissionDeniedError
+from fleet.core.requests import validated
 from fleet.core.schema import error_responses
+from fleet.inventory.identity import actor_label, ensure_site_allowed
+from fleet.inventory.models import Device
 
 TAGS = ["Certificates"]
 DEVICE_ID = OpenApiParameter("device_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
@@ -68,3 +74,32 @@ class CertificateKeysView(APIView):
     )
     def get(self, request: Request) -> Response:
         return Response(s.CertificateKeysSerializer({"keys": certificate_keys()}).data)
+
+
+class DeviceAcceptView(APIView):
+    required_scopes = ["job:create"]
+    required_permissions = ["inventory.change_device"]
+
+    @extend_schema(
+        operation_id="api_v1_devices_accept_create",
+        tags=TAGS,
+        summary="Move a device to lifecycle state accepted",
+        description=(
+            "Refused (409) unless the device holds a valid acceptance certificate. `force` with a `reason` "
+            "overrides (people need `burnin.add_acceptanceoverride`); the override is recorded with who and why."
+        ),
+        parameters=[DEVICE_ID],
+        request=s.DeviceAcceptRequestSerializer,
+        responses={200: s.DeviceAcceptResponseSerializer, **error_responses(400, 401, 403, 404, 409)},
+    )
+    def post(self, request: Request, device_id: UUID) -> Response:
+        data = validated(s.DeviceAcceptRequestSerializer, request)
+        device = get_object_or_404(Device, id=device_id)
+        ensure_site_allowed(request.user, device.site_id)
+        person = getattr(request.user, "owner", None) if hasattr(request.auth, "scope") else request.user
+        if data["force"] and person is not None and not person.has_perm(OVERRIDE_PERMISSION):
+            raise PermissionDeniedError(f"Forcing an acceptance needs the {OVERRIDE_PERMISSION} permission.")
+        accepted = device_accept(
+            device_id=device.id, actor=actor_label(request.user), force=data["force"], reason=data["reason"]
+        )
+        return Response(s.DeviceAcceptResponseSerializer(accepted).data)

@@ -32,5 +32,6 @@ urlpatterns = [
         certificate_views.DeviceCertificatesView.as_view(),
         name="device-certificates",
     ),
+    path("devices/<uuid:device_id>/accept/", certificate_views.DeviceAcceptView.as_view(), name="device-accept"),
     path("certificates/keys/", certificate_views.CertificateKeysView.as_view(), name="certificate-keys"),
 ]

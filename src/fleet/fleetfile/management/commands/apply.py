@@ -1,7 +1,8 @@
-"""`fleet apply -f FILE.yaml [--dry-run] [--prune]`"""
+"""`fleet apply -f FILE.yaml [--dry-run] [--prune] [--force --reason R]`"""
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -11,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.core.console import command_console
-from fleet.fleetfile.apply import ApplySummary, fleet_apply
+from fleet.fleetfile.apply import AcceptanceOverride, ApplySummary, fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
 
 
@@ -28,6 +29,13 @@ class Command(BaseCommand):
             "(those with burn-in history are decommissioned/emptied instead of deleted).",
         )
         parser.add_argument("--json", action="store_true", help="Print the summary as JSON.")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Move devices the file declares accepted even without a valid acceptance certificate "
+            "(needs --reason; recorded per device with who and why).",
+        )
+        parser.add_argument("--reason", default="", help="Why --force (recorded).")
 
     def handle(self, *args, **options):
         path = options["file"]
@@ -35,8 +43,15 @@ class Command(BaseCommand):
             text = sys.stdin.read() if path == "-" else Path(path).read_text()
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
+        force = None
+        if options["force"]:
+            if not options["reason"].strip():
+                raise CommandError("--force needs --reason (it is recorded with who forced it)")
+            force = AcceptanceOverride(actor=f"fleet-apply:{getpass.getuser()}", reason=options["reason"].strip())
         try:
-            summary = fleet_apply(document=parse_text(text), prune=options["prune"], dry_run=options["dry_run"])
+            summary = fleet_apply(
+                document=parse_text(text), prune=options["prune"], dry_run=options["dry_run"], force_accept=force
+            )
         except FleetFileError as exc:
             for where, message in exc.problems:
                 self.stderr.write(f"{path}: {where}: {message}" if where else f"{path}: {message}")
