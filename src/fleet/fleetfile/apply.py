@@ -393,6 +393,7 @@ class _Applier:
             "test": decl.test,
             "rerunnable": decl.rerunnable,
             "parameter_constraints": decl.parameter_constraints,
+            "evidence_valid_for": decl.evidence_valid_for,
         }
         changed = False
         if requirement is None:

@@ -112,8 +112,9 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     to_store: list[tuple[TargetRow, Derived]] = []
     intended_writes: set[tuple[UUID, UUID]] = set()
     kept_in_scope = 0  # stored rows of this scope the page leaves as they are
+    now = timezone.now()  # a pass older than its requirement's `evidence_valid_for` is expired
     for target in targets:
-        derived = derive_verdict(target.evidence, scope.current_keys[target.requirement_id])
+        derived = derive_verdict(target.evidence, scope.current_keys[target.requirement_id], now=now)
         if derived is None:
             page.deferred += 1
             kept_in_scope += target.stored_in_scope
