@@ -166,3 +166,26 @@ def test_the_canonical_bytes_are_the_documents_rfc8785_form(fleet, rack_scene):
     certificate = current(devices[0])
     assert json.loads(certificate.canonical) == certificate.document
     assert certificate.canonical == rfc8785.dumps(json.loads(certificate.canonical)).decode()
+
+
+def test_a_first_certificate_observes_time_to_accept_once_per_device(fleet, django_capture_on_commit_callbacks):
+    from prometheus_client import REGISTRY
+
+    def observed() -> float:
+        labels = {"site": "tta-1", "resource_class": RC}
+        return REGISTRY.get_sample_value("fleet_time_to_accept_seconds_count", labels) or 0.0
+
+    site = fleet.site("tta-1")
+    satellite = fleet.satellite(site, "sat-a")
+    diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
+    devices = [fleet.device(satellite, RC) for _ in range(2)]
+    before = observed()
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluate_now(*(fleet.execution(diag, device=d, metrics=GOOD) for d in devices))
+        sweep(satellite)
+    assert observed() - before == 2
+    with django_capture_on_commit_callbacks(execute=True):
+        evaluate_now(fleet.execution(diag, device=devices[0], metrics=GOOD))  # renewed: not a first
+        sweep(satellite)
+    assert AcceptanceCertificate.objects.filter(device=devices[0]).count() == 2  # renewed
+    assert observed() - before == 2

@@ -13,6 +13,11 @@ urlpatterns = [
     path("sites/<slug:slug>/failures/", views.FailuresPage.as_view(), name="failures"),
     path("sites/<slug:slug>/failures.csv", views.FailuresCsv.as_view(), name="failures-csv"),
     path("sites/<slug:slug>/devices/<str:hostname>/", views.DevicePage.as_view(), name="device"),
+    path(
+        "sites/<slug:slug>/devices/<str:hostname>/certificate/",
+        views.CertificatePrint.as_view(),
+        name="device-certificate",
+    ),
     path("sites/<slug:slug>/metrics/<str:requirement>/", views.MetricsPage.as_view(), name="metrics"),
     path("sites/<slug:slug>/reruns/preview/", views.RerunPreview.as_view(), name="rerun-preview"),
     path("sites/<slug:slug>/reruns/dispatch/", views.RerunDispatch.as_view(), name="rerun-dispatch"),

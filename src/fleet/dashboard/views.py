@@ -12,13 +12,14 @@ from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views import View
 
 from fleet.burnin import reads
+from fleet.burnin.certificates.reads import device_certificates_summary, site_certification
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
@@ -81,10 +82,11 @@ class SitePage(access.Page, View):
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         site = _site(slug)
+        certification = site_certification(site) if request.user.has_perm(access.VIEW_CERTIFICATES) else None
         return _page(
             request,
             "dashboard/site.html",
-            {"site": site, "classes": reads.site_progress(site)},
+            {"site": site, "classes": reads.site_progress(site), "certification": certification},
             {"progress": "dashboard/partials/site_progress.html"},
         )
 
@@ -227,7 +229,31 @@ class DevicePage(access.Page, View):
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
         site = _site(slug)
         detail = reads.device_detail(site, hostname)
-        return render(request, "dashboard/device.html", {"site": site, "detail": detail})
+        certificates = (
+            device_certificates_summary(detail.device.id) if request.user.has_perm(access.VIEW_CERTIFICATES) else None
+        )
+        return render(request, "dashboard/device.html", {"site": site, "detail": detail, "certificates": certificates})
+
+
+class CertificatePrint(access.Page, View):
+    """A device's certificate as a page to print or save as PDF: the document, its hash, the
+    signature and the key id (the JSON at the API is what verifies)."""
+
+    permission_required = (access.VIEW_DEVICES, access.VIEW_CERTIFICATES)
+
+    def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
+        site = _site(slug)
+        device = get_object_or_404(Device, site=site, hostname=hostname)
+        summary = device_certificates_summary(device.id)
+        serial = request.GET.get("serial")
+        certificate = next((c for c in summary.history if str(c.serial) == serial), None) if serial else summary.valid
+        if certificate is None:
+            raise Http404(f"No {'such' if serial else 'valid'} certificate of {hostname}.")
+        return render(
+            request,
+            "dashboard/certificate.html",
+            {"site": site, "device": device, "certificate": certificate, "valid": certificate == summary.valid},
+        )
 
 
 class ExecutionPage(access.Page, View):

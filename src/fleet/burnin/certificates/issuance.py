@@ -16,6 +16,7 @@ from uuid import UUID
 from django.db import connection
 from django.utils import timezone
 
+from fleet.burnin import metrics
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from fleet.burnin.tables import sql
@@ -102,6 +103,7 @@ FROM unnest(%(serial)s::uuid[], %(device)s::uuid[], %(site)s::uuid[], %(rc)s::va
             %(previous)s::uuid[], %(until)s::timestamptz[])
      AS u(serial, device, site, rc, version, document, canonical, sha256, signature, previous, until)
 ON CONFLICT DO NOTHING
+RETURNING device_id, previous_id IS NULL
 """,
     key=CertificateKey._meta.db_table,
     certificate=AcceptanceCertificate._meta.db_table,
@@ -233,8 +235,14 @@ def certificates_refresh(
     with connection.cursor() as cursor:
         cursor.execute(_SUPERSEDE, [now, [s for s, _ in supersede], [r for _, r in supersede]])
         cursor.execute(_ISSUE, _issue_columns(issue, now))
-        issued = cursor.rowcount
-    return IssuanceCounts(issued, len(supersede))
+        inserted = cursor.fetchall()
+    firsts = {device_id for device_id, first in inserted if first}
+    metrics.first_certificates_observed(
+        (load.facts.site_slug, load.facts.resource_class, (now - load.facts.enrolled_at).total_seconds())
+        for load, _ in issue
+        if load.facts.id in firsts and load.facts.enrolled_at is not None
+    )
+    return IssuanceCounts(len(inserted), len(supersede))
 
 
 def _issue_columns(issue: list[tuple[DeviceLoad, Newest | None]], now: datetime) -> dict[str, Any]:

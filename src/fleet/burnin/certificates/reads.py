@@ -11,15 +11,20 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.db import connection
 from django.db.models import Q, QuerySet
 from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from fleet.burnin.certificates.signing import ALGORITHM
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
+from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Site
+from fleet.policies.models import AcceptancePolicy
+from fleet_rules.eligibility import enrolled_sql
+from fleet_rules.vocabulary import RequirementScope, Verdict
 
 
 def valid_now(now: datetime | None = None) -> Q:
@@ -104,3 +109,137 @@ def site_certificates(site: Site, *, batch: int = 500) -> Iterator[AcceptanceCer
 
 def device_valid_certificate(device_id: UUID) -> AcceptanceCertificate | None:
     return AcceptanceCertificate.objects.filter(valid_now(), device_id=device_id).first()
+
+
+# --- for the dashboard ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceCertificates:
+    """A device's valid certificate (if any) and its history, newest first (at most `HISTORY`)."""
+
+    valid: AcceptanceCertificate | None
+    history: list[AcceptanceCertificate]
+
+
+HISTORY = 50
+
+
+def device_certificates_summary(device_id: UUID) -> DeviceCertificates:
+    """One query."""
+    now = timezone.now()
+    history = list(
+        AcceptanceCertificate.objects.filter(device_id=device_id).order_by("-issued_at", "-serial")[:HISTORY]
+    )
+    valid = next(
+        (c for c in history if c.superseded_at is None and (c.valid_until is None or c.valid_until > now)), None
+    )
+    return DeviceCertificates(valid, history)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An enrolled device without a valid certificate, and what it waits on."""
+
+    hostname: str
+    enrolled_at: datetime
+    waiting_seconds: float
+    waiting_on: list[tuple[str, str]]  # (requirement, verdict or "not_run" when it has no row)
+
+
+@dataclass(frozen=True)
+class ClassCertification:
+    resource_class: str
+    enrolled: int
+    certified: int
+    p50_seconds: float | None  # enrolment → first certificate, over the devices that have one
+    p95_seconds: float | None
+    slowest: list[Waiting]
+
+
+SLOWEST = 5
+
+_CLASSES = sql(
+    """
+SELECT d.resource_class, count(*),
+       count(*) FILTER (WHERE EXISTS (
+           SELECT 1 FROM {certificate} c WHERE c.device_id = d.id AND c.superseded_at IS NULL
+             AND (c.valid_until IS NULL OR c.valid_until > %(now)s))),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)),
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at))
+FROM {device} d
+LEFT JOIN LATERAL (SELECT min(c.issued_at) AS first FROM {certificate} c WHERE c.device_id = d.id) f ON true
+WHERE d.site_id = %(site)s AND {enrolled}
+GROUP BY d.resource_class ORDER BY d.resource_class
+""",
+    certificate=AcceptanceCertificate._meta.db_table,
+    enrolled=enrolled_sql("d"),
+)
+
+_SLOWEST = sql(
+    """
+SELECT id, hostname, resource_class, enrolled_at FROM (
+    SELECT d.id, d.hostname, d.resource_class, d.enrolled_at,
+           row_number() OVER (PARTITION BY d.resource_class ORDER BY d.enrolled_at, d.hostname) AS n
+    FROM {device} d
+    WHERE d.site_id = %(site)s AND {enrolled} AND NOT EXISTS (
+        SELECT 1 FROM {certificate} c WHERE c.device_id = d.id AND c.superseded_at IS NULL
+          AND (c.valid_until IS NULL OR c.valid_until > %(now)s))
+) ranked WHERE n <= %(slowest)s ORDER BY resource_class, enrolled_at, hostname
+""",
+    certificate=AcceptanceCertificate._meta.db_table,
+    enrolled=enrolled_sql("d"),
+)
+
+_WAITING_ON = sql(
+    """
+SELECT d.id, r.name, p.verdict
+FROM {device} d
+JOIN {policy} pol ON pol.resource_class = d.resource_class
+JOIN {requirement} r ON r.policy_id = pol.id AND r.retired_at IS NULL
+LEFT JOIN LATERAL (
+    SELECT d.id AS id WHERE r.scope = %(single_node)s
+    UNION ALL
+    (SELECT m.topology_id FROM {membership} m WHERE r.scope = %(multi_node)s AND m.device_id = d.id AND m.unit = r.unit
+     LIMIT 1)
+) tgt ON true
+LEFT JOIN {progress} p ON p.requirement_id = r.id AND p.target_id = tgt.id AND p.policy_version = pol.version
+WHERE d.id = ANY(%(devices)s::uuid[])
+ORDER BY d.id, r.name
+""",
+    policy=AcceptancePolicy._meta.db_table,
+)
+
+
+def site_certification(site: Site) -> list[ClassCertification]:
+    """Per resource class: devices certified of enrolled, time to accept (p50, p95), and the
+    devices waiting longest with what they wait on. Three queries."""
+    now = timezone.now()
+    params: dict[str, Any] = {"site": site.id, "now": now, "slowest": SLOWEST}
+    with connection.cursor() as cursor:
+        cursor.execute(_CLASSES, params)
+        classes = cursor.fetchall()
+        cursor.execute(_SLOWEST, params)
+        slow = cursor.fetchall()
+        cursor.execute(
+            _WAITING_ON,
+            {
+                "devices": [row[0] for row in slow],
+                "single_node": RequirementScope.SINGLE_NODE,
+                "multi_node": RequirementScope.MULTI_NODE,
+            },
+        )
+        rows = cursor.fetchall()
+    waiting_on: dict[UUID, list[tuple[str, str]]] = {}
+    for device_id, name, verdict in rows:
+        if verdict != Verdict.PASSED:
+            waiting_on.setdefault(device_id, []).append((name, verdict or Verdict.NOT_RUN))
+    slowest: dict[str, list[Waiting]] = {}
+    for device_id, hostname, rc, enrolled_at in slow:
+        slowest.setdefault(rc, []).append(
+            Waiting(hostname, enrolled_at, (now - enrolled_at).total_seconds(), waiting_on.get(device_id, []))
+        )
+    return [
+        ClassCertification(rc, enrolled, certified, p50, p95, slowest.get(rc, []))
+        for rc, enrolled, certified, p50, p95 in classes
+    ]
