@@ -157,3 +157,28 @@ def test_export_writes_every_valid_certificate_of_a_site_as_a_verifiable_file(ce
     assert [f.name.split(".")[0] for f in files] == ["n0", "n1"]
     assert all(f.read_bytes() == rfc8785.dumps(json.loads(f.read_bytes())) for f in files)
     assert verify_command(*map(str, files))[0] == 0
+
+
+def test_a_rotated_key_keeps_the_old_certificates_verifiable(fleet, settings, tmp_path, viewer):
+    from fleet.burnin.certificates import signing
+
+    site = fleet.site("rot-1")
+    satellite = fleet.satellite(site, "sat-a")
+    diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
+    devices = [fleet.device(satellite, RC, hostname=f"r{i}") for i in range(2)]
+    settings.CERTIFICATE_KEY_FILE = str(tmp_path / "old.pem")
+    evaluate_now(fleet.execution(diag, device=devices[0], metrics=GOOD))
+    sweep(satellite)
+    settings.CERTIFICATE_KEY_FILE = str(tmp_path / "new.pem")
+    evaluate_now(fleet.execution(diag, device=devices[1], metrics=GOOD))
+    sweep(satellite)
+    assert (tmp_path / "old.pem").stat().st_mode & 0o777 == 0o600
+    old, new = current(devices[0]), current(devices[1])
+    assert old.key_id != new.key_id
+    assert old.key_id == signing.key_id(signing.public_raw(signing._read_or_create(tmp_path / "old.pem")))
+
+    keys = viewer.get("/api/v1/certificates/keys/").json()
+    assert {old.key_id, new.key_id} <= {k["key_id"] for k in keys["keys"]}
+    for device in devices:
+        body = viewer.get(f"/api/v1/devices/{device.id}/certificate/").content
+        assert independent_verify(body, keys)
