@@ -44,3 +44,44 @@ def test_without_the_certificate_permission_the_sections_are_not_shown(person, b
     assert "Acceptance certificate" not in text(viewer.get("/sites/lon-1/devices/a00-n01/"))
     assert "time to accept" not in text(viewer.get("/sites/lon-1/"))
     assert viewer.get("/sites/lon-1/devices/a00-n01/certificate/").status_code == 403
+
+
+CANDIDATE = b"""
+policies:
+  - resource_class: gpu.h200.8x
+    requirements:
+      - name: hbm-bandwidth
+        gate: burn-in
+        test: nvbandwidth
+        thresholds: [{metric: hbm_bandwidth_tbps, statistic: min, comparator: gte, threshold: 4.02}]
+"""
+
+
+def test_an_operator_uploads_a_candidate_and_sees_what_would_flip(person, burnt_in):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from fleet.policies.models import AcceptancePolicy
+
+    operator = person([*VIEWER, "jobs.add_job"], username="op")
+    assert 'id="what-if-run"' in text(operator.get("/what-if/"))
+    operator.get("/what-if/")
+    csrf = operator.cookies["csrftoken"].value
+    response = operator.post(
+        "/what-if/",
+        {"candidate": SimpleUploadedFile("candidate.yaml", CANDIDATE), "csrfmiddlewaretoken": csrf},
+    )
+    page = text(response)
+    # hbm min is 4.01 on every rack's n01: both flip; only rack a00's n01 holds a certificate.
+    assert "2 targets would flip; 1 certificate would be superseded" in page
+    assert "lon-1 · gpu.h200.8x · hbm-bandwidth" in page
+    assert "a00-n01" in page and "a01-n01" in page and "hbm_bandwidth_tbps.min 4.01 gte 4.02" in page
+    assert AcceptancePolicy.objects.get().version == 1  # nothing written
+
+    bad = operator.post(
+        "/what-if/", {"candidate": SimpleUploadedFile("c.yaml", b"policies: [{}]"), "csrfmiddlewaretoken": csrf}
+    )
+    assert bad.status_code == 400 and "policies[0].resource_class" in bad.content.decode()
+
+
+def test_a_viewer_may_not_run_a_what_if(person, burnt_in):
+    assert person(VIEWER).get("/what-if/").status_code == 403

@@ -22,6 +22,7 @@ urlpatterns = [
     path("sites/<slug:slug>/reruns/preview/", views.RerunPreview.as_view(), name="rerun-preview"),
     path("sites/<slug:slug>/reruns/dispatch/", views.RerunDispatch.as_view(), name="rerun-dispatch"),
     path("executions/<uuid:execution_id>/", views.ExecutionPage.as_view(), name="execution"),
+    path("what-if/", views.WhatIfPage.as_view(), name="what-if"),
     path("jobs/", views.JobsPage.as_view(), name="jobs"),
     path("jobs/<uuid:job_id>/", views.JobPage.as_view(), name="job"),
     path("jobs/<uuid:job_id>/cancel/", views.CancelJob.as_view(), name="job-cancel"),

@@ -24,7 +24,9 @@ from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
 from fleet.dashboard import access, charts
-from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm, RerunForm
+from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm, RerunForm, WhatIfForm
+from fleet.fleetfile.document import FleetFileError, parse_text
+from fleet.fleetfile.whatif import policy_what_if
 from fleet.inventory.identity import actor_label
 from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import sites_inventory
@@ -334,6 +336,47 @@ class CancelJob(access.Page, View):
         except FleetError as exc:
             return render(request, "dashboard/message.html", {"message": exc.detail}, status=exc.status_code)
         return redirect("dashboard:job", job_id=job_id)
+
+
+# --- policy what-if ------------------------------------------------------------------------------------
+
+
+class WhatIfPage(access.Page, View):
+    """Upload a candidate fleet file: the targets its thresholds would flip and the certificates it
+    would supersede, computed as `fleet apply --what-if` does. Nothing is written."""
+
+    permission_required = access.DISPATCH  # the operator role
+    template = "dashboard/what_if.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return render(request, self.template, {"form": WhatIfForm()})
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = WhatIfForm(request.POST, request.FILES)
+        if not form.is_valid():
+            return render(request, self.template, {"form": form}, status=400)
+        try:
+            text = form.cleaned_data["candidate"].read().decode("utf-8")
+            document = parse_text(text)
+        except UnicodeDecodeError:
+            form.add_error("candidate", "The file is not UTF-8 text.")
+            return render(request, self.template, {"form": form}, status=400)
+        except FleetFileError as exc:
+            return render(request, self.template, {"form": form, "problems": exc.problems}, status=400)
+        result = policy_what_if(document=document).as_dict()
+        groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for flip in result["flips"]:
+            groups.setdefault((flip["site"], flip["resource_class"], flip["requirement"]), []).append(flip)
+        return render(
+            request,
+            self.template,
+            {
+                "form": form,
+                "result": result,
+                "groups": sorted(groups.items()),
+                "name": form.cleaned_data["candidate"].name,
+            },
+        )
 
 
 # --- reruns --------------------------------------------------------------------------------------------
