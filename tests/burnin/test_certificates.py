@@ -189,3 +189,74 @@ def test_a_first_certificate_observes_time_to_accept_once_per_device(fleet, djan
         sweep(satellite)
     assert AcceptanceCertificate.objects.filter(device=devices[0]).count() == 2  # renewed
     assert observed() - before == 2
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_scopes_touching_one_device_concurrently_decide_its_certificate_one_after_the_other(fleet, monkeypatch):
+    """The rack's sweep (sat-b) is about to issue a certificate while the nodes' sweep (sat-a)
+    writes a newer failure of the device: the second waits for the first and supersedes."""
+    import threading
+    import time
+
+    from django.db import connections
+
+    from fleet.burnin.certificates import issuance
+
+    site = fleet.site("lon-1")
+    nodes, racks = fleet.satellite(site, "sat-a"), fleet.satellite(site, "sat-b")
+    rack = fleet.topology(racks, "rack", "r01")
+    device = fleet.device(nodes, RC, hostname="n0", topologies=[rack])
+    policy = fleet.policy(RC)
+    diag = fleet.requirement(policy, "gpu-diag")
+    nccl = fleet.requirement(
+        policy, "rack-nccl", scope="multi_node", thresholds=[{"metric": "busbw", "comparator": "gte", "threshold": 1}]
+    )
+    evaluate_now(fleet.execution(diag, device=device, metrics=GOOD))
+    sweep(nodes)
+    evaluate_now(fleet.execution(nccl, topology=rack, metrics={"busbw": {"value": 2}}))
+    evaluate_now(fleet.execution(diag, device=device, metrics=BAD))  # a newer failure, not yet swept
+
+    original = issuance._issue_columns
+    deciding, resume = threading.Event(), threading.Event()
+
+    def slow_issue(issue, now):
+        if threading.current_thread().name == "racks" and issue:
+            deciding.set()
+            assert resume.wait(30)
+        return original(issue, now)
+
+    monkeypatch.setattr(issuance, "_issue_columns", slow_issue)
+    errors = []
+
+    def run(satellite):
+        try:
+            sweep(satellite)
+        except Exception as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    a = threading.Thread(target=run, name="racks", args=(racks,))
+    a.start()
+    assert deciding.wait(30)  # the rack sweep decided to issue (it saw the old pass) and holds the device
+    b = threading.Thread(target=run, name="nodes", args=(nodes,))
+    b.start()
+    try:
+        with connection.cursor() as cursor:
+            for _ in range(200):
+                cursor.execute(
+                    "SELECT count(*) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                )
+                if cursor.fetchone()[0]:
+                    break
+                time.sleep(0.05)
+            else:
+                pytest.fail("the nodes' sweep never waited for the device lock")
+    finally:
+        resume.set()
+    a.join(30)
+    b.join(30)
+    assert not errors and not a.is_alive() and not b.is_alive()
+    [certificate] = AcceptanceCertificate.objects.filter(device=device)
+    assert certificate.supersede_reason == "failed"

@@ -1,7 +1,7 @@
 """Issue and supersede certificates for the devices a reconcile page touched: load their facts,
 evidence, thresholds and newest certificate (one query), decide per device in
-`fleet_rules.certificates`, sign, and write in bulk (one update, one insert). Every page sends
-the same three statements, whatever it wrote."""
+`fleet_rules.certificates`, sign, and write in bulk (one update, one insert), the touched devices
+locked first. Every page sends the same four statements, whatever it wrote."""
 
 from __future__ import annotations
 
@@ -73,6 +73,22 @@ ORDER BY f.id, r.name
     threshold=ThresholdRule._meta.db_table,
     certificate=AcceptanceCertificate._meta.db_table,
     enrolled=enrolled_sql("d"),
+)
+
+#: The touched devices, locked in primary-key order (FOR NO KEY UPDATE, as `fleet.core.locks`):
+#: two sweeps of different scopes touching one device (its node rows and its rack's row) decide
+#: its certificate one after the other, the second seeing what the first committed.
+_LOCK = sql(
+    """
+SELECT d.id FROM {device} d
+WHERE d.id IN (
+    SELECT unnest(%(devices)s::uuid[])
+    UNION
+    SELECT m.device_id FROM {membership} m WHERE m.topology_id = ANY(%(topologies)s::uuid[])
+)
+ORDER BY d.id
+FOR NO KEY UPDATE
+"""
 )
 
 _SUPERSEDE = sql(
@@ -220,9 +236,14 @@ def certificates_refresh(
 ) -> IssuanceCounts:
     """Supersede and issue the certificates of the given devices and of every device in the given
     topologies, as their projection rows now say. Runs in the caller's transaction and sends the
-    same three statements whatever it finds (none touched: they find nothing)."""
+    same four statements whatever it finds (none touched: they find nothing)."""
+    devices, topologies = list(set(device_ids)), list(set(topology_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK, {"devices": devices, "topologies": topologies})
+    # After the lock: a concurrent refresh of these devices has committed, and this one's clock
+    # and reads come after it.
     now = now or timezone.now()
-    loads = _load(set(device_ids), set(topology_ids))
+    loads = _load(devices, topologies)
     supersede: list[tuple[UUID, str]] = []
     issue: list[tuple[DeviceLoad, Newest | None]] = []
     for load in loads.values():
