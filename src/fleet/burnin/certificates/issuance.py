@@ -24,7 +24,7 @@ from fleet.inventory.models import Site
 from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
 from fleet_rules.eligibility import enrolled_sql
-from fleet_rules.resolution import Rule, resolve
+from fleet_rules.resolution import Resolution, Rule, resolve
 from fleet_rules.vocabulary import RequirementScope
 
 _FACTS = sql(
@@ -177,6 +177,7 @@ def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID
         cursor.execute(_FACTS, params)
         rows = cursor.fetchall()
     loads: dict[UUID, DeviceLoad] = {}
+    resolutions: dict[tuple[UUID, UUID], Resolution] = {}
     for row in rows:
         device_id = row[0]
         if device_id not in loads:
@@ -197,10 +198,13 @@ def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID
         (req_id, name, gate, scope, target_id, label, verdict, row_version, row_key) = row[8:17]
         (ex_id, test, parameters, started, finished, metrics) = row[17:23]
         (passed, reason, metric_evaluations, ev_key, evidence_until, thresholds) = row[23:29]
-        resolution = resolve(
-            [Rule(m, st, cmp, th, UUID(str(rs)) if rs else None) for m, st, cmp, th, rs in _json(thresholds) or []],
-            site_id,
-        )
+        cache_key = (req_id, site_id)
+        if cache_key not in resolutions:  # the same rules for every device of a requirement and site
+            resolutions[cache_key] = resolve(
+                [Rule(m, st, cmp, th, UUID(str(rs)) if rs else None) for m, st, cmp, th, rs in _json(thresholds) or []],
+                site_id,
+            )
+        resolution = resolutions[cache_key]
         loads[device_id].evidence.append(
             rules.RequirementEvidence(
                 requirement_id=req_id,
