@@ -13,10 +13,13 @@ import rfc8785
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 from django.contrib.auth.models import Group
-from django.core.management import call_command
+from django.core.management import CommandError, call_command
+from rest_framework.test import APIClient
 
 from fleet.access.roles import VIEWER, roles_sync
+from fleet.burnin.certificates.reads import envelope
 from tests.burnin.certs import current, evaluate_now, sweep
+from tests.conftest import fetch_token
 from tests.schema_validation import ValidatingAPIClient
 
 RC = "gpu.h200.8x"
@@ -182,3 +185,15 @@ def test_a_rotated_key_keeps_the_old_certificates_verifiable(fleet, settings, tm
     for device in devices:
         body = viewer.get(f"/api/v1/devices/{device.id}/certificate/").content
         assert independent_verify(body, keys)
+
+
+def test_verify_reads_the_published_keys_from_a_url_with_a_token(certified, live_server, oauth_client, tmp_path):
+    _, _, _, devices = certified
+    path = tmp_path / "n0.json"
+    path.write_text(json.dumps(envelope(current(devices[0]))))
+    token = fetch_token(APIClient(), oauth_client(), ["fleet:read"])
+    url = f"{live_server.url}/api/v1/certificates/keys/"
+    status, out = verify_command(str(path), "--keys", url, "--token", token)
+    assert status == 0, out
+    with pytest.raises(CommandError, match="cannot read keys"):
+        verify_command(str(path), "--keys", url)  # no token: 401

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import urllib.request
 from pathlib import Path
@@ -29,22 +30,29 @@ class Command(BaseCommand):
             help="The published keys: a URL (…/api/v1/certificates/keys/) or a file holding that JSON. "
             "Default: the keys in this service's database.",
         )
+        verify.add_argument(
+            "--token",
+            default=os.environ.get("FLEET_TOKEN"),
+            help="Bearer token (scope fleet:read) for a --keys URL; default: $FLEET_TOKEN.",
+        )
         export = commands.add_parser("export", help="Write every valid certificate of a site as a file.")
         export.add_argument("--site", required=True, help="Site slug.")
         export.add_argument("--dir", default=".", help="Directory to write into (created if missing).")
 
     def handle(self, *args: Any, **options: Any) -> None:
         if options["action"] == "verify":
-            self._verify(options["files"], options.get("keys"))
+            self._verify(options["files"], options.get("keys"), options.get("token"))
         else:
             self._export(options["site"], Path(options["dir"]))
 
-    def _keys(self, source: str | None) -> dict[str, bytes]:
+    def _keys(self, source: str | None, token: str | None) -> dict[str, bytes]:
         if source is None:
             return published_keys()
         try:
             if source.startswith(("http://", "https://")):
-                with urllib.request.urlopen(source, timeout=30) as response:
+                headers = {"Accept": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+                request = urllib.request.Request(source, headers=headers)
+                with urllib.request.urlopen(request, timeout=30) as response:
                     data = json.loads(response.read())
             else:
                 data = json.loads(Path(source).read_bytes())
@@ -52,8 +60,8 @@ class Command(BaseCommand):
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot read keys from {source}: {exc}") from exc
 
-    def _verify(self, names: list[str], source: str | None) -> None:
-        keys = self._keys(source)
+    def _verify(self, names: list[str], source: str | None, token: str | None) -> None:
+        keys = self._keys(source, token)
         files = []
         for name in names:
             try:
