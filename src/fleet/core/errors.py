@@ -220,13 +220,40 @@ def handler403(request: HttpRequest, exception: Exception | None = None) -> Http
     return defaults.permission_denied(request, exception or DjangoPermissionDenied())
 
 
+def database_unavailable_response(request: HttpRequest) -> HttpResponse:
+    """503 `service_unavailable` with `Retry-After`, the `ErrorResponse` on every path (as before:
+    a page cannot be rendered without the database anyway)."""
+    metrics.database_unavailable_counted()
+    response = JsonResponse(error_body(DB_UNAVAILABLE_DETAIL, ErrorCode.SERVICE_UNAVAILABLE), status=503)
+    response["Retry-After"] = "5"
+    return response
+
+
+class DatabaseUnavailableMiddleware:
+    """Views outside DRF (the dashboard, the login page, the admin) reach the database too. There a
+    database that is gone, or a statement cancelled by a timeout, answers 503 with `Retry-After`
+    as under /api/, with one log line: without this Django takes its uncaught-exception path,
+    which logs a full traceback for every such request (found by tests/reliability/test_faults.py)."""
+
+    def __init__(self, get_response: Any) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        response: HttpResponse = self.get_response(request)
+        return response
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not _is_database_unavailable(exception):
+            return None
+        logger.error("database unavailable: %s", exception)
+        requestlog.error_noted(ErrorCode.SERVICE_UNAVAILABLE, request)
+        return database_unavailable_response(request)
+
+
 def handler500(request: HttpRequest) -> HttpResponse:
     exc = sys.exc_info()[1]
     if exc is not None and _is_database_unavailable(exc):
-        metrics.database_unavailable_counted()
-        response = JsonResponse(error_body(DB_UNAVAILABLE_DETAIL, ErrorCode.SERVICE_UNAVAILABLE), status=503)
-        response["Retry-After"] = "5"
-        return response
+        return database_unavailable_response(request)
     if _is_api(request):
         return JsonResponse(error_body(SAFE_500_DETAIL, ErrorCode.ERROR), status=500)
     return defaults.server_error(request)
