@@ -20,7 +20,7 @@ from fleet.burnin.certificates.signing import ALGORITHM
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
-from fleet.inventory.identity import Actor, ensure_site_allowed
+from fleet.inventory.identity import Actor, site_restriction
 from fleet.inventory.models import Device, Site
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules.eligibility import enrolled_sql
@@ -43,9 +43,12 @@ def envelope(certificate: AcceptanceCertificate) -> dict[str, Any]:
 
 
 def _device(device_id: UUID, actor: Actor) -> Device:
-    device = get_object_or_404(Device, id=device_id)
-    ensure_site_allowed(actor, device.site_id)
-    return device
+    """A device by id, as the devices API finds it: another site's satellite client finds none (404)."""
+    restricted = site_restriction(actor)
+    found = Device.objects.filter(id=device_id)
+    if restricted is not None:
+        found = found.filter(site_id=restricted)
+    return get_object_or_404(found)
 
 
 def device_certificate(*, device_id: UUID, actor: Actor) -> AcceptanceCertificate:
