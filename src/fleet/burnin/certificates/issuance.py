@@ -271,12 +271,15 @@ def certificates_refresh(
 
 
 def _issue_columns(issue: list[tuple[DeviceLoad, Newest | None]], now: datetime) -> dict[str, Any]:
-    key = signing_key()
-    columns: dict[str, Any] = {"key_id": key.key_id, "public_key": key.public_raw, "now": now}
+    columns: dict[str, Any] = {"key_id": "", "public_key": b"", "now": now}  # nothing to sign: inserts nothing
+    key = signing_key() if issue else None  # the key file is read (or created) only to sign
+    if key is not None:
+        columns |= {"key_id": key.key_id, "public_key": key.public_raw}
     names = ("serial", "device", "site", "rc", "version", "document", "canonical", "sha256", "signature")
     for name in (*names, "previous", "until"):
         columns[name] = []
     for load, newest in issue:
+        assert key is not None
         serial = uuid.uuid4()
         document = rules.document(
             serial=serial,
