@@ -25,20 +25,42 @@ from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
 from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.resolution import Resolution, Rule, resolve
-from fleet_rules.vocabulary import RequirementScope
+from fleet_rules.vocabulary import RequirementScope, Verdict
 
+#: A requirement's target for the device `f` (itself, or its topology of the requirement's unit).
+_TARGET = sql("""LEFT JOIN LATERAL (
+    SELECT f.id AS id, NULL::varchar AS label WHERE r.scope = %(single_node)s
+    UNION ALL
+    (SELECT t.id, t.label FROM {membership} m JOIN {topology} t ON t.id = m.topology_id
+     WHERE r.scope = %(multi_node)s AND m.device_id = f.id AND t.unit = r.unit ORDER BY t.id LIMIT 1)
+) tgt ON true""")
+
+#: Only the devices with something to decide are loaded whole: those holding a current certificate
+#: (it may have to be superseded) and those whose every requirement has a row passed at the current
+#: version (they may be certifiable). The others would be left as they are: a page mid burn-in
+#: reads a few narrow rows for them, not their evidence.
 _FACTS = sql(
     """
 WITH touched AS (
     SELECT d.id FROM {device} d WHERE d.id = ANY(%(devices)s::uuid[])
     UNION
     SELECT m.device_id FROM {membership} m WHERE m.topology_id = ANY(%(topologies)s::uuid[])
-), facts AS (
+), candidates AS (
     SELECT d.id, d.hostname, d.serial, d.resource_class, d.site_id, s.slug, d.enrolled_at, pol.id AS policy_id,
            pol.version
     FROM touched JOIN {device} d ON d.id = touched.id JOIN {site} s ON s.id = d.site_id
     LEFT JOIN {policy} pol ON pol.resource_class = d.resource_class
     WHERE {enrolled}
+), facts AS (
+    SELECT f.* FROM candidates f
+    WHERE EXISTS (SELECT 1 FROM {certificate} c WHERE c.device_id = f.id AND c.superseded_at IS NULL)
+       OR (EXISTS (SELECT 1 FROM {requirement} r WHERE r.policy_id = f.policy_id AND r.retired_at IS NULL)
+           AND NOT EXISTS (
+               SELECT 1 FROM {requirement} r
+               {target}
+               LEFT JOIN {progress} p ON p.requirement_id = r.id AND p.target_id = tgt.id
+               WHERE r.policy_id = f.policy_id AND r.retired_at IS NULL
+                 AND (p.id IS NULL OR p.verdict <> %(passed)s OR p.policy_version <> f.version)))
 )
 SELECT f.id, f.hostname, f.serial, f.resource_class, f.site_id, f.slug, f.enrolled_at, f.version,
        r.id, r.name, r.gate, r.scope, tgt.id, tgt.label,
@@ -53,12 +75,7 @@ SELECT f.id, f.hostname, f.serial, f.resource_class, f.site_id, f.slug, f.enroll
         FROM jsonb_array_elements(c.document->'requirements') q)
 FROM facts f
 LEFT JOIN {requirement} r ON r.policy_id = f.policy_id AND r.retired_at IS NULL
-LEFT JOIN LATERAL (
-    SELECT f.id AS id, NULL::varchar AS label WHERE r.scope = %(single_node)s
-    UNION ALL
-    (SELECT t.id, t.label FROM {membership} m JOIN {topology} t ON t.id = m.topology_id
-     WHERE r.scope = %(multi_node)s AND m.device_id = f.id AND t.unit = r.unit ORDER BY t.id LIMIT 1)
-) tgt ON true
+{target}
 LEFT JOIN {progress} p ON p.requirement_id = r.id AND p.target_id = tgt.id
 LEFT JOIN {execution} x ON x.id = p.execution_id
 LEFT JOIN {evaluation} ev ON ev.execution_id = x.id
@@ -73,6 +90,7 @@ ORDER BY f.id, r.name
     threshold=ThresholdRule._meta.db_table,
     certificate=AcceptanceCertificate._meta.db_table,
     enrolled=enrolled_sql("d"),
+    target=_TARGET,
 )
 
 #: The touched devices, locked in primary-key order (FOR NO KEY UPDATE, as `fleet.core.locks`):
@@ -172,6 +190,7 @@ def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID
         "topologies": list(topology_ids),
         "single_node": RequirementScope.SINGLE_NODE,
         "multi_node": RequirementScope.MULTI_NODE,
+        "passed": Verdict.PASSED,
     }
     with connection.cursor() as cursor:
         cursor.execute(_FACTS, params)
