@@ -414,6 +414,10 @@ FLEET = {
     "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 5000),
 }
 
+#: The Ed25519 private key (PEM, PKCS#8) that signs acceptance certificates; generated once in the
+#: data folder when unset. Rotate by pointing this at a new key: the old public keys stay published.
+CERTIFICATE_KEY_FILE = os.environ.get("FLEET_CERTIFICATE_KEY_FILE") or str(DATA_DIR / "certificate_key.pem")
+
 # --- Monitoring (fleet.core.metrics, fleet.core.probes; docs/operations.md, "Monitoring") -------------
 #: Who may scrape /metrics without a token: addresses or networks (FLEET_METRICS_ALLOW, comma-separated).
 METRICS_ALLOW = [a.strip() for a in os.environ.get("FLEET_METRICS_ALLOW", "127.0.0.0/8,::1").split(",") if a.strip()]

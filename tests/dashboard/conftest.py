@@ -30,6 +30,7 @@ VIEWER = [
     "jobs.view_job",
     "inventory.view_device",
     "inventory.view_site",
+    "burnin.view_acceptancecertificate",
 ]
 OPERATOR = [*VIEWER, "jobs.add_job", "jobs.change_job"]
 

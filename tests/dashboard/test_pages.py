@@ -217,6 +217,8 @@ PAGES = [
     "/sites/lon-1/grid/?verdict=failed&topology=rack-a00",
     "/sites/lon-1/failures/",
     "/sites/lon-1/devices/a00-n00/",
+    "/sites/lon-1/devices/a00-n01/",
+    "/sites/lon-1/devices/a00-n01/certificate/",
     "/sites/lon-1/metrics/hbm-bandwidth/",
     "/jobs/",
 ]

@@ -170,7 +170,11 @@ def _path(template: str, w: World) -> str:
         "/api/v1/sites/": w.site.id,
         "/api/v1/topologies/": w.topology.id,
     }
-    path = template.replace("{execution_id}", str(w.execution.id)).replace("{site_id}", str(w.site.id))
+    path = (
+        template.replace("{execution_id}", str(w.execution.id))
+        .replace("{site_id}", str(w.site.id))
+        .replace("{device_id}", str(w.device.id))
+    )
     if "{id}" in path:
         prefix = next(p for p in by_prefix if path.startswith(p))
         path = path.replace("{id}", str(by_prefix[prefix]))
@@ -205,6 +209,7 @@ def _body(method: str, template: str, w: World) -> dict[str, Any] | None:
         },
         "/api/v1/burn-in/sites/{site_id}/rerun-plans/": {"device_ids": [str(w.device.id)]},
         "/api/v1/burn-in/sites/{site_id}/rerun-plans/dispatch/": {"device_ids": [str(w.device.id)]},
+        "/api/v1/devices/{device_id}/accept/": {},  # the device holds a certificate: served
         "/api/v1/jobs/claim/": {"site_slug": "lon-1", "satellite_name": "sat-a"},
         "/api/v1/jobs/{id}/cancel/": {},
         "/api/v1/jobs/{id}/finish/": {"status": "succeeded"},

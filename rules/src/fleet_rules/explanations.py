@@ -14,6 +14,7 @@ DISPLAY_ORDER: tuple[Verdict, ...] = (
     Verdict.PASSED,
     Verdict.FAILED,
     Verdict.ERRORED,
+    Verdict.EXPIRED,
     Verdict.IN_PROGRESS,
     Verdict.NOT_RUN,
 )
@@ -25,6 +26,7 @@ VERDICT_SIGNS: dict[Verdict, tuple[str, str]] = {
     Verdict.ERRORED: ("!", "errored"),
     Verdict.IN_PROGRESS: ("◷", "in progress"),
     Verdict.NOT_RUN: ("·", "not run"),
+    Verdict.EXPIRED: ("⌛", "expired"),
 }
 
 SKIP_EXPLANATIONS: dict[SkipReason, str] = {

@@ -24,6 +24,9 @@ class Evidence:
     evaluation_key: str | None = None
     evaluation_for: datetime | None = None
     materialised_at: datetime | None = None
+    #: When a pass of this execution stops counting (finished + the requirement's
+    #: `evidence_valid_for`); None: never.
+    expires_at: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -34,12 +37,13 @@ class Derived:
     watermark: datetime | None
 
 
-def derive_verdict(evidence: Evidence | None, current_key: str) -> Derived | None:
+def derive_verdict(evidence: Evidence | None, current_key: str, *, now: datetime | None = None) -> Derived | None:
     """The verdict the evidence supports, or None when it is *deferred* (finished, but its
     evaluation for the current `updated_at` and resolution is not materialised yet).
 
     The watermark orders derivations of one target in time: the deciding evaluation's
-    `materialised_at`, or the running execution's `updated_at`.
+    `materialised_at`, or the running execution's `updated_at`. A pass whose `expires_at` is not
+    after `now` is `expired` (same execution, key and watermark: only the verdict moves).
     """
     if evidence is None:
         return Derived(Verdict.NOT_RUN, None, None, None)
@@ -52,6 +56,8 @@ def derive_verdict(evidence: Evidence | None, current_key: str) -> Derived | Non
         verdict = Verdict.ERRORED
     else:
         verdict = Verdict.PASSED if evidence.evaluation_passed else Verdict.FAILED
+        if verdict == Verdict.PASSED and is_expired(evidence.expires_at, now):
+            verdict = Verdict.EXPIRED
     return Derived(verdict, evidence.execution_id, evidence.evaluation_key, evidence.materialised_at)
 
 
@@ -90,6 +96,10 @@ def decide_row(derived: Derived, stored: StoredRow | None, *, policy_version: in
     if is_newer(stored.watermark, derived.watermark):
         return RowAction.KEEP_NEWER
     return RowAction.WRITE
+
+
+def is_expired(expires_at: datetime | None, now: datetime | None) -> bool:
+    return expires_at is not None and now is not None and expires_at <= now
 
 
 def is_newer(stored: datetime | None, derived: datetime | None) -> bool:

@@ -144,6 +144,8 @@ class Verdict(Vocabulary):
     ERRORED = "errored"
     NOT_RUN = "not_run"
     IN_PROGRESS = "in_progress"
+    #: A pass older than its requirement's `evidence_valid_for`: it no longer counts.
+    EXPIRED = "expired"
 
 
 class EvaluationOutcome(Vocabulary):
@@ -227,3 +229,16 @@ class IsolationStatus(Vocabulary):
     FOUND = "found"  # it ended naming the device(s) whose presence makes the collective fail
     INCONCLUSIVE = "inconclusive"  # the rounds stopped narrowing (a fault that needs several devices, or flaky)
     CANCELLED = "cancelled"
+
+
+# --- acceptance certificates ---------------------------------------------------------------------
+
+
+class SupersedeReason(Vocabulary):
+    """Why a device's acceptance certificate stopped being its current one (`fleet_rules.certificates`)."""
+
+    FAILED = "failed"  # a newer result of one of its targets failed
+    ERRORED = "errored"  # a newer result of one of its targets errored
+    EXPIRED = "expired"  # a pass it rests on is older than its requirement's `evidence_valid_for`
+    POLICY_CHANGED = "policy_changed"  # the device's policy has a new version
+    RENEWED = "renewed"  # newer passing evidence replaced a deciding execution (a successor was issued)

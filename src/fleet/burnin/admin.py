@@ -1,8 +1,15 @@
 """Burn-in evidence and the projection are owned by agents and reconcile: read-only here."""
 
-from django.contrib import admin
+from typing import Any
 
+from django import forms
+from django.contrib import admin
+from django.http import HttpRequest
+
+from fleet.burnin.certificates.acceptance import OVERRIDE_PERMISSION, overrides_record, refusal, uncertified
 from fleet.burnin.models import (
+    AcceptanceCertificate,
+    AcceptanceOverride,
     DeviceDiagnosis,
     EvaluationResult,
     IsolationPlan,
@@ -11,6 +18,9 @@ from fleet.burnin.models import (
     TestExecution,
 )
 from fleet.core.admin import ViewOnlyAdmin
+from fleet.inventory.admin import DeviceAdmin
+from fleet.inventory.models import Device
+from fleet_rules.vocabulary import DeviceState
 
 
 @admin.register(TestExecution)
@@ -71,3 +81,82 @@ class DeviceDiagnosisAdmin(ViewOnlyAdmin):
     list_display = ["device", "topology", "requirement", "finding", "created_at"]
     search_fields = ["device__hostname", "topology__label"]
     list_select_related = ["device", "topology", "requirement"]
+
+
+@admin.register(AcceptanceCertificate)
+class AcceptanceCertificateAdmin(ViewOnlyAdmin):
+    list_display = [
+        "serial",
+        "device",
+        "resource_class",
+        "policy_version",
+        "issued_at",
+        "valid_until",
+        "supersede_reason",
+    ]
+    list_filter = ["supersede_reason", "resource_class", "site"]
+    search_fields = ["serial", "device__hostname", "sha256"]
+    list_select_related = ["device"]
+
+
+@admin.register(AcceptanceOverride)
+class AcceptanceOverrideAdmin(ViewOnlyAdmin):
+    list_display = ["device", "actor", "reason", "created_at"]
+    search_fields = ["device__hostname", "actor"]
+
+
+# --- the acceptance gate in the device admin ------------------------------------------------------
+# Inventory's device admin, gated: burn-in owns the rule (inventory imports no burn-in), so the
+# gated admin replaces inventory's registration here.
+
+
+class GatedDeviceForm(forms.ModelForm):
+    acceptance_override_reason = forms.CharField(
+        required=False,
+        widget=forms.Textarea(attrs={"rows": 2}),
+        help_text="Only to accept a device without a valid acceptance certificate (needs the "
+        "burnin.add_acceptanceoverride permission; recorded with your name).",
+    )
+
+    class Meta:
+        model = Device
+        fields = ["site", "satellite", "hostname", "serial", "resource_class", "state", "enrolled_at"]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        accepting = data.get("state") == DeviceState.ACCEPTED and (
+            self.instance._state.adding or self.initial.get("state") != DeviceState.ACCEPTED
+        )
+        self.forced = False
+        if accepting and (self.instance._state.adding or uncertified([self.instance.id])):
+            reason = (data.get("acceptance_override_reason") or "").strip()
+            user = getattr(self, "user", None)
+            if not reason or user is None or not user.has_perm(OVERRIDE_PERMISSION):
+                raise forms.ValidationError({"state": refusal(self.instance.hostname or "this device")})
+            self.forced = True
+        return data
+
+
+class GatedDeviceAdmin(DeviceAdmin):
+    form = GatedDeviceForm
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change=change, **kwargs)
+
+        class WithUser(form):  # type: ignore[valid-type,misc]
+            user = request.user
+
+        return WithUser
+
+    def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        if getattr(form, "forced", False):
+            overrides_record(
+                device_ids=[obj.id],
+                actor=f"user:{request.user.get_username()}",
+                reason=form.cleaned_data["acceptance_override_reason"].strip(),
+            )
+
+
+admin.site.unregister(Device)
+admin.site.register(Device, GatedDeviceAdmin)

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from django.db.models import Count, Min, Q
 from django.utils import timezone
-from prometheus_client import Counter
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
@@ -48,6 +48,13 @@ DISPATCH_SKIPS = Counter(
     "fleet_dispatch_skips", "Device × requirement pairs a dispatch skipped, by reason.", ["reason"]
 )
 DISPATCH_EXCLUDED = Counter("fleet_dispatch_excluded", "Devices a dispatch left out entirely, by reason.", ["reason"])
+HOUR, DAY = 3600.0, 86400.0
+TIME_TO_ACCEPT = Histogram(
+    "fleet_time_to_accept_seconds",
+    "Per device, enrolment to its first acceptance certificate.",
+    ["site", "resource_class"],
+    buckets=(HOUR, 4 * HOUR, 12 * HOUR, DAY, 2 * DAY, 4 * DAY, 7 * DAY, 14 * DAY, 30 * DAY, float("inf")),
+)
 
 
 class ReconcileCounters(Protocol):
@@ -152,3 +159,16 @@ def projection_gauges() -> Iterable[Metric]:
         sweep_targets.add_metric([site, satellite, resource_class], target_count)
         sweep_age.add_metric([site, satellite, resource_class], (now - completed_at).total_seconds())
     return [targets, stuck, sweep_targets, sweep_age]
+
+
+def first_certificates_observed(observations: Iterable[tuple[str, str, float]]) -> None:
+    """(site slug, resource class, seconds from enrolment) of each device's first certificate."""
+    pending = list(observations)
+    if not pending:
+        return
+
+    def record() -> None:
+        for site, resource_class, seconds in pending:
+            TIME_TO_ACCEPT.labels(site, resource_class).observe(max(seconds, 0.0))
+
+    on_commit(record)

@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from fleet.core.models import choices_check
-from fleet_rules.vocabulary import ExecutionStatus, IsolationStatus, Verdict
+from fleet_rules.vocabulary import ExecutionStatus, IsolationStatus, SupersedeReason, Verdict
 
 SOURCE_KEY_PATTERN = r"^[0-9a-f]{64}$"
 
@@ -273,3 +273,90 @@ class DeviceDiagnosis(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device}: {self.finding}"
+
+
+class CertificateKey(models.Model):
+    """An Ed25519 public key that signed certificates. Recorded the first time a key signs, and
+    never removed: after a rotation the old certificates still verify against the published keys."""
+
+    key_id = models.CharField(
+        max_length=32, primary_key=True, help_text="First 16 bytes of SHA-256 of the raw key, hex."
+    )
+    public_key = models.BinaryField(help_text="The 32 raw bytes of the Ed25519 public key.")
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["created_at", "key_id"]
+
+    def __str__(self) -> str:
+        return f"Ed25519 {self.key_id}"
+
+
+class AcceptanceCertificate(models.Model):
+    """A signed record of why a device was accepted: every requirement of its policy, the execution
+    that decided it, its evaluation and the thresholds it was judged against (`document`, stored
+    exactly as signed in `canonical`). One per device is current (`superseded_at` null); the
+    others are its history, each naming why it was superseded; `previous` chains them."""
+
+    serial = models.UUIDField(primary_key=True, editable=False)
+    device = models.ForeignKey(
+        "inventory.Device", on_delete=models.SET_NULL, null=True, blank=True, related_name="certificates"
+    )
+    site = models.ForeignKey("inventory.Site", on_delete=models.PROTECT, related_name="+")
+    resource_class = models.CharField(max_length=255)
+    policy_version = models.PositiveIntegerField()
+    document = models.JSONField(help_text="The certificate as JSON (for queries and display).")
+    canonical = models.TextField(help_text="The RFC 8785 bytes that were signed (UTF-8).")
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 hex of `canonical`: the next certificate's chain link.")
+    signature = models.TextField(help_text="Base64 of the Ed25519 signature over `canonical`.")
+    key = models.ForeignKey(CertificateKey, on_delete=models.PROTECT, related_name="certificates")
+    previous = models.ForeignKey("self", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    issued_at = models.DateTimeField()
+    valid_until = models.DateTimeField(null=True, blank=True, help_text="Earliest expiry of its evidence; null: never.")
+    superseded_at = models.DateTimeField(null=True, blank=True)
+    supersede_reason = models.CharField(max_length=32, choices=SupersedeReason.choices, null=True, blank=True)
+
+    class Meta:
+        ordering = ["-issued_at", "serial"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["device"],
+                condition=Q(superseded_at__isnull=True),
+                name="burnin_certificate_one_current_per_device",
+            ),
+            models.CheckConstraint(
+                condition=Q(superseded_at__isnull=True, supersede_reason__isnull=True)
+                | Q(superseded_at__isnull=False, supersede_reason__in=SupersedeReason.values),
+                name="burnin_certificate_superseded_with_reason",
+            ),
+        ]
+        indexes = [
+            models.Index(fields=["device", "issued_at"], name="burnin_certificate_device_idx"),
+            models.Index(
+                fields=["site", "resource_class"],
+                condition=Q(superseded_at__isnull=True),
+                name="burnin_certificate_current_idx",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        state = f"superseded ({self.supersede_reason})" if self.superseded_at else "current"
+        return f"certificate {str(self.serial)[:8]} of {self.document['device']['hostname']}: {state}"
+
+
+class AcceptanceOverride(models.Model):
+    """A device moved to `accepted` without a valid certificate, by someone who said why."""
+
+    device = models.ForeignKey("inventory.Device", on_delete=models.CASCADE, related_name="acceptance_overrides")
+    actor = models.CharField(max_length=200, help_text="Who forced it (user name or client).")
+    reason = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at"]
+        constraints = [
+            models.CheckConstraint(condition=~Q(reason=""), name="burnin_override_has_reason"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.device} accepted by {self.actor} without a certificate"

@@ -15,6 +15,7 @@ VIEW_PROGRESS = "burnin.view_policyprogress"
 VIEW_EXECUTIONS = "burnin.view_testexecution"
 VIEW_JOBS = "jobs.view_job"
 VIEW_DEVICES = "inventory.view_device"
+VIEW_CERTIFICATES = "burnin.view_acceptancecertificate"
 #: Preview and dispatch reruns (the rerun-plans API checks the same), and cancel jobs.
 DISPATCH = "jobs.add_job"
 CANCEL = "jobs.change_job"

@@ -64,3 +64,9 @@ class RerunForm(forms.Form):
             raise forms.ValidationError("Select devices, a rack, or every failing device.")
         data["mode"] = PlanningMode(data.get("mode") or PlanningMode.NON_PASSING)
         return data
+
+
+class WhatIfForm(forms.Form):
+    """A candidate fleet file, uploaded to see what its thresholds would flip."""
+
+    candidate = forms.FileField(label="candidate fleet file (YAML)")

@@ -12,19 +12,22 @@ from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views import View
 
 from fleet.burnin import reads
+from fleet.burnin.certificates.reads import device_certificates_summary, site_certification
 from fleet.burnin.diagnosis import attempts, isolation, outliers
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
 from fleet.dashboard import access, charts
-from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm, RerunForm
+from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm, RerunForm, WhatIfForm
+from fleet.fleetfile.document import FleetFileError, parse_text
+from fleet.fleetfile.whatif import policy_what_if
 from fleet.inventory.identity import actor_label
 from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import sites_inventory
@@ -83,10 +86,16 @@ class SitePage(access.Page, View):
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         site = _site(slug)
+        certification = site_certification(site) if request.user.has_perm(access.VIEW_CERTIFICATES) else None
         return _page(
             request,
             "dashboard/site.html",
-            {"site": site, "classes": reads.site_progress(site), "flaky": attempts.flaky_rates(site)},
+            {
+                "site": site,
+                "classes": reads.site_progress(site),
+                "flaky": attempts.flaky_rates(site),
+                "certification": certification,
+            },
             {"progress": "dashboard/partials/site_progress.html"},
         )
 
@@ -283,12 +292,16 @@ class DevicePage(access.Page, View):
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
         site = _site(slug)
         detail = reads.device_detail(site, hostname)
+        certificates = (
+            device_certificates_summary(detail.device.id) if request.user.has_perm(access.VIEW_CERTIFICATES) else None
+        )
         return render(
             request,
             "dashboard/device.html",
             {
                 "site": site,
                 "detail": detail,
+                "certificates": certificates,
                 "attempts": attempts.device_page_attempts(detail),
                 "diagnoses": isolation.site_diagnoses(site=site, device_id=detail.device.id),
                 "outliers": outliers.device_outliers(
@@ -296,6 +309,27 @@ class DevicePage(access.Page, View):
                     detail.device.id,
                 ),
             },
+        )
+
+
+class CertificatePrint(access.Page, View):
+    """A device's certificate as a page to print or save as PDF: the document, its hash, the
+    signature and the key id (the JSON at the API is what verifies)."""
+
+    permission_required = (access.VIEW_DEVICES, access.VIEW_CERTIFICATES)
+
+    def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
+        site = _site(slug)
+        device = get_object_or_404(Device, site=site, hostname=hostname)
+        summary = device_certificates_summary(device.id)
+        serial = request.GET.get("serial")
+        certificate = next((c for c in summary.history if str(c.serial) == serial), None) if serial else summary.valid
+        if certificate is None:
+            raise Http404(f"No {'such' if serial else 'valid'} certificate of {hostname}.")
+        return render(
+            request,
+            "dashboard/certificate.html",
+            {"site": site, "device": device, "certificate": certificate, "valid": certificate == summary.valid},
         )
 
 
@@ -390,6 +424,47 @@ class CancelJob(access.Page, View):
         except FleetError as exc:
             return render(request, "dashboard/message.html", {"message": exc.detail}, status=exc.status_code)
         return redirect("dashboard:job", job_id=job_id)
+
+
+# --- policy what-if ------------------------------------------------------------------------------------
+
+
+class WhatIfPage(access.Page, View):
+    """Upload a candidate fleet file: the targets its thresholds would flip and the certificates it
+    would supersede, computed as `fleet apply --what-if` does. Nothing is written."""
+
+    permission_required = access.DISPATCH  # the operator role
+    template = "dashboard/what_if.html"
+
+    def get(self, request: HttpRequest) -> HttpResponse:
+        return render(request, self.template, {"form": WhatIfForm()})
+
+    def post(self, request: HttpRequest) -> HttpResponse:
+        form = WhatIfForm(request.POST, request.FILES)
+        if not form.is_valid():
+            return render(request, self.template, {"form": form}, status=400)
+        try:
+            text = form.cleaned_data["candidate"].read().decode("utf-8")
+            document = parse_text(text)
+        except UnicodeDecodeError:
+            form.add_error("candidate", "The file is not UTF-8 text.")
+            return render(request, self.template, {"form": form}, status=400)
+        except FleetFileError as exc:
+            return render(request, self.template, {"form": form, "problems": exc.problems}, status=400)
+        result = policy_what_if(document=document).as_dict()
+        groups: dict[tuple[str, str, str], list[dict[str, Any]]] = {}
+        for flip in result["flips"]:
+            groups.setdefault((flip["site"], flip["resource_class"], flip["requirement"]), []).append(flip)
+        return render(
+            request,
+            self.template,
+            {
+                "form": form,
+                "result": result,
+                "groups": sorted(groups.items()),
+                "name": form.cleaned_data["candidate"].name,
+            },
+        )
 
 
 # --- reruns --------------------------------------------------------------------------------------------

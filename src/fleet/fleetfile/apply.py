@@ -18,6 +18,7 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from fleet.burnin.certificates.acceptance import overrides_record, refusal, uncertified
 from fleet.burnin.models import TestExecution
 from fleet.core.statistics import tables_analyse
 from fleet.fleetfile.document import (
@@ -83,13 +84,30 @@ class _DryRun(Exception):
     pass
 
 
-def fleet_apply(*, document: FleetDocument, prune: bool = False, dry_run: bool = False) -> ApplySummary:
-    """Apply `document`; with `dry_run` compute the same summary and roll everything back."""
+@dataclass(frozen=True)
+class AcceptanceOverride:
+    """`fleet apply --force --reason R`: who forces devices the file declares `accepted` without a
+    valid certificate, and why (recorded per device)."""
+
+    actor: str
+    reason: str
+
+
+def fleet_apply(
+    *,
+    document: FleetDocument,
+    prune: bool = False,
+    dry_run: bool = False,
+    force_accept: AcceptanceOverride | None = None,
+) -> ApplySummary:
+    """Apply `document`; with `dry_run` compute the same summary and roll everything back. A device
+    the file moves to `accepted` without a valid acceptance certificate is a problem of the file
+    unless `force_accept` says who overrides and why."""
     _check_references(document)
     summary = ApplySummary(dry_run=dry_run)
     try:
         with transaction.atomic():
-            _Applier(summary, prune).apply(document)
+            _Applier(summary, prune, force_accept).apply(document)
             if dry_run:
                 raise _DryRun
     except _DryRun:
@@ -121,9 +139,11 @@ def _check_references(document: FleetDocument) -> None:
 
 
 class _Applier:
-    def __init__(self, summary: ApplySummary, prune: bool) -> None:
+    def __init__(self, summary: ApplySummary, prune: bool, force_accept: AcceptanceOverride | None = None) -> None:
         self.summary = summary
         self.prune = prune
+        self.force_accept = force_accept
+        self.site_index = 0
         self.now = timezone.now()
         self.site_ids: dict[str, Any] = {}
         self.membership_adds: list[TopologyMembership] = []
@@ -134,7 +154,8 @@ class _Applier:
         setattr(counts, outcome, getattr(counts, outcome) + n)
 
     def apply(self, document: FleetDocument) -> None:
-        for site in document.sites:
+        for index, site in enumerate(document.sites):
+            self.site_index = index
             self.apply_site(site)
         self.site_ids.update(dict(Site.objects.filter(slug__in=_override_slugs(document)).values_list("slug", "id")))
         for policy in document.policies:
@@ -186,6 +207,7 @@ class _Applier:
 
     def apply_devices(self, site: Site, decls: list[DeviceDecl], satellites, topologies) -> None:
         existing = {d.hostname: d for d in Device.objects.filter(site=site)}
+        refused = self.gate_acceptance(decls, existing)
         memberships: dict[Any, dict[str, Any]] = defaultdict(dict)
         for device_id, unit, topology_id in TopologyMembership.objects.filter(device__site=site).values_list(
             "device_id", "unit", "topology_id"
@@ -226,6 +248,36 @@ class _Applier:
                 to_update, ["serial", "resource_class", "satellite_id", "state", "enrolled_at", "updated_at"]
             )
         self.flush_memberships()
+        if self.force_accept is not None and refused:
+            overrides_record(
+                device_ids=[existing[h].id for h in refused],
+                actor=self.force_accept.actor,
+                reason=self.force_accept.reason,
+            )
+
+    def gate_acceptance(self, decls: list[DeviceDecl], existing: dict[str, Device]) -> list[str]:
+        """The hostnames the file moves to `accepted` (new devices declared accepted included)
+        without a valid certificate: problems of the file, unless the override is given."""
+        moving = [
+            d.hostname
+            for d in decls
+            if d.state == DeviceState.ACCEPTED
+            and (d.hostname not in existing or existing[d.hostname].state != DeviceState.ACCEPTED)
+        ]
+        lacking = uncertified(existing[h].id for h in moving if h in existing)
+        refused = [h for h in moving if h not in existing or existing[h].id in lacking]
+        if refused and self.force_accept is None:
+            where = {d.hostname: i for i, d in enumerate(decls)}
+            raise FleetFileError(
+                [
+                    (
+                        f"sites[{self.site_index}].devices[{where[h]}].state",
+                        f"{refusal(h)} (fleet apply --force --reason …)",
+                    )
+                    for h in refused
+                ]
+            )
+        return refused
 
     def set_memberships(self, device: Device, current: dict[str, Any], wanted: dict[str, Any]) -> bool:
         changed = False
@@ -343,6 +395,7 @@ class _Applier:
             "rerunnable": decl.rerunnable,
             "parameter_constraints": decl.parameter_constraints,
             "consecutive_passes": decl.consecutive_passes,
+            "evidence_valid_for": decl.evidence_valid_for,
         }
         changed = False
         if requirement is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, Literal, TypeVar, overload
 
 import yaml
@@ -50,6 +51,8 @@ class RequirementDecl:
     thresholds: list[ThresholdDecl]
     consecutive_passes: int = 1
     outlier_k: float | None = None
+    #: How long a pass counts (`30d`, `12h`, `90m`, `3600s`); None: forever.
+    evidence_valid_for: timedelta | None = None
 
 
 @dataclass
@@ -470,6 +473,7 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
             "thresholds",
             "consecutive_passes",
             "outlier_k",
+            "evidence_valid_for",
         },
     )
     if m is None:
@@ -526,7 +530,32 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
         thresholds=[t for _, t in thresholds],
         consecutive_passes=r.integer(m, "consecutive_passes", where, default=1, low=1, high=MAX_CONSECUTIVE_PASSES),
         outlier_k=r.positive_number(m, "outlier_k", where),
+        evidence_valid_for=_read_duration(r, m, "evidence_valid_for", where),
     )
+
+
+DURATION = re.compile(r"^([1-9][0-9]{0,6})([dhms])$")
+DURATION_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
+
+
+def _read_duration(r: _Reader, m: dict[str, Any], key: str, where: str) -> timedelta | None:
+    value = m.get(key)
+    if value is None:
+        return None
+    match = DURATION.match(value) if isinstance(value, str) else None
+    if match is None:
+        r.problem(f"{where}.{key}", f"must be a duration such as 30d, 12h, 90m or 3600s, got {value!r}")
+        return None
+    return timedelta(**{DURATION_UNITS[match.group(2)]: int(match.group(1))})
+
+
+def duration_text(value: timedelta) -> str:
+    """The fleet file's spelling of a duration: the largest unit that divides it."""
+    seconds = int(value.total_seconds())
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds % size == 0:
+            return f"{seconds // size}{unit}"
+    return f"{seconds}s"
 
 
 def _read_threshold(r: _Reader, where: str, raw: Any) -> ThresholdDecl | None:

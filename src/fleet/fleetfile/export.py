@@ -12,6 +12,7 @@ from uuid import UUID
 
 import yaml
 
+from fleet.fleetfile.document import duration_text
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
 
@@ -76,6 +77,8 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
             entry["consecutive_passes"] = r.consecutive_passes
         if r.outlier_k is not None:
             entry["outlier_k"] = r.outlier_k
+        if r.evidence_valid_for is not None:
+            entry["evidence_valid_for"] = duration_text(r.evidence_valid_for)
         entry["thresholds"] = rules[r.id]
         requirements[r.policy_id].append(entry)
 

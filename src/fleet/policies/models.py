@@ -61,6 +61,12 @@ class Requirement(TimeStamped):
     outlier_k = models.FloatField(
         null=True, blank=True, help_text="Robust z-score beyond which a sibling is an outlier (null: 3.5)."
     )
+    evidence_valid_for = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="How long a pass counts after its execution finished (the fleet file's `30d`); null: forever. "
+        "An older pass is verdict `expired`.",
+    )
 
     class Meta:
         ordering = ["policy__resource_class", "name"]

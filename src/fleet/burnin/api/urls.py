@@ -1,6 +1,6 @@
 from django.urls import path
 
-from fleet.burnin.api import diagnosis_views, rerun_views, views
+from fleet.burnin.api import certificate_views, diagnosis_views, rerun_views, views
 
 urlpatterns = [
     path(
@@ -22,6 +22,18 @@ urlpatterns = [
         name="rerun-dispatch",
     ),
     path("burn-in/policy-progress/reconcile/", views.PolicyProgressReconcileView.as_view(), name="progress-reconcile"),
+    path(
+        "devices/<uuid:device_id>/certificate/",
+        certificate_views.DeviceCertificateView.as_view(),
+        name="device-certificate",
+    ),
+    path(
+        "devices/<uuid:device_id>/certificates/",
+        certificate_views.DeviceCertificatesView.as_view(),
+        name="device-certificates",
+    ),
+    path("devices/<uuid:device_id>/accept/", certificate_views.DeviceAcceptView.as_view(), name="device-accept"),
+    path("certificates/keys/", certificate_views.CertificateKeysView.as_view(), name="certificate-keys"),
 ]
 
 # --- diagnosis ------------------------------------------------------------------------------------

@@ -207,7 +207,8 @@ SELECT 0 AS kind, page.requirement_id, page.requirement_name COLLATE "C" AS requ
        p.id, p.verdict, p.execution_id, p.evaluation_source_key, p.policy_version, p.watermark,
        p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s, p.gate,
        page.k, %(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz,
-       prior.statuses, prior.passed, prior.current, prior.materialised
+       prior.statuses, prior.passed, prior.current, prior.materialised,
+       x.finished_at
 FROM page
 LEFT JOIN LATERAL {latest} x ON true
 LEFT JOIN LATERAL {prior} prior ON true
@@ -222,11 +223,11 @@ LEFT JOIN LATERAL (
 ) p ON true
 UNION ALL
 SELECT 1, o.requirement_id, NULL, o.target_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       o.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       o.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM ({{orphans}}) AS o
 ORDER BY kind, requirement_name, target_id
 """,
-    latest=latest_execution_sql("page", "e.id, e.status, e.updated_at, e.created_at"),
+    latest=latest_execution_sql("page", "e.id, e.status, e.updated_at, e.created_at, e.finished_at"),
     prior=prior_runs_sql("page", "x"),
 )
 
@@ -295,6 +296,7 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
         "{orphans}", " UNION ALL ".join(_orphan_branches(scope, after))
     )
     gates = {r.id: r.gate for r in scope.requirements}
+    valid_fors = {r.id: r.evidence_valid_for for r in scope.requirements}
     with connection.cursor() as cursor:
         cursor.execute(statement, params)
         rows = cursor.fetchall()
@@ -307,12 +309,16 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
         (req_id, req_name, target_id, device_id, topology_id, ex_id, ex_status, ex_updated) = row[1:9]
         (ev_passed, ev_key, ev_for, ev_at) = row[9:13]
         (p_id, p_verdict, p_execution, p_key, p_version, p_watermark, p_same, p_gate) = row[13:21]
-        (k, latest_counts, prior_status, prior_passed, prior_current, prior_at) = row[21:]
+        (k, latest_counts, prior_status, prior_passed, prior_current, prior_at, ex_finished) = row[21:]
         runs = zip(prior_status or (), prior_passed or (), prior_current or (), prior_at or (), strict=True)
         prior = tuple(PriorRun(*run) for run in runs)
         gate = gates[req_id]
+        valid_for = valid_fors[req_id]
+        expires_at = ex_finished + valid_for if valid_for is not None and ex_finished is not None else None
         evidence = (
-            Evidence(ex_id, ex_status, ex_updated, ev_passed, ev_key, ev_for, ev_at) if ex_id is not None else None
+            Evidence(ex_id, ex_status, ex_updated, ev_passed, ev_key, ev_for, ev_at, expires_at)
+            if ex_id is not None
+            else None
         )
         in_scope = bool(p_same) and p_gate == gate
         stored = (

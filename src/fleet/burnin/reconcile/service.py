@@ -16,6 +16,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from fleet.burnin import metrics
+from fleet.burnin.certificates.issuance import certificates_refresh
 from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets, load_page, reconcile_scope_load
 from fleet.burnin.reconcile.write import SweepRecord, cleanup, page_write, sweep_record
 from fleet.core.cursors import cursor_decode, cursor_encode
@@ -112,9 +113,10 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     to_store: list[tuple[TargetRow, Derived]] = []
     intended_writes: set[tuple[UUID, UUID]] = set()
     kept_in_scope = 0  # stored rows of this scope the page leaves as they are
+    now = timezone.now()  # a pass older than its requirement's `evidence_valid_for` is expired
     for target in targets:
         derived = require_consecutive(
-            derive_verdict(target.evidence, scope.current_keys[target.requirement_id]),
+            derive_verdict(target.evidence, scope.current_keys[target.requirement_id], now=now),
             k=target.consecutive_passes,
             latest_counts=target.latest_counts,
             prior=target.prior,
@@ -131,6 +133,7 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
         to_store.append((target, derived))
         intended_writes.add((target.requirement_id, target.target_id))
     stored = page_write(scope, to_store, orphans=loaded.orphans, started_at=state.started_at)
+    _certificates_refresh(to_store, stored)
     page.written = len(intended_writes & stored)
     page.unchanged += len(intended_writes - stored)
 
@@ -160,6 +163,16 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
         logger.warning("reconcile of %s: the policy governs no target (target_count 0)", scope.describe())
     metrics.reconcile_page_counted(scope, page)
     return page
+
+
+def _certificates_refresh(to_store: list[tuple[TargetRow, Derived]], stored: set[tuple[UUID, UUID]]) -> None:
+    """Issue or supersede the certificates of the devices whose rows this page wrote (of a
+    topology row: every device in the topology), in the page's transaction."""
+    written = [target for target, _ in to_store if (target.requirement_id, target.target_id) in stored]
+    certificates_refresh(
+        device_ids={t.device_id for t in written if t.device_id is not None},
+        topology_ids={t.topology_id for t in written if t.topology_id is not None},
+    )
 
 
 # --- whole sweeps --------------------------------------------------------------------------------

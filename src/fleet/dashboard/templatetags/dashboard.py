@@ -82,3 +82,17 @@ def not_passing(verdict: str) -> bool:
 def names(device_ids: Any, hostnames: dict[Any, str]) -> str:
     """Device ids as their hostnames, sorted, comma-separated."""
     return ", ".join(sorted(hostnames.get(d, str(d)) for d in device_ids))
+
+
+@register.filter
+def duration(seconds: float | None) -> str:
+    """A span for people: `45 s`, `12 min`, `5.2 h`, `3.1 days` (— when there is none)."""
+    if seconds is None:
+        return "—"
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"

@@ -1,7 +1,8 @@
-"""`fleet apply -f FILE.yaml [--dry-run] [--prune]`"""
+"""`fleet apply -f FILE.yaml [--dry-run] [--prune] [--force --reason R] [--what-if] [--json]`"""
 
 from __future__ import annotations
 
+import getpass
 import json
 import sys
 from pathlib import Path
@@ -11,8 +12,9 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.core.console import command_console
-from fleet.fleetfile.apply import ApplySummary, fleet_apply
+from fleet.fleetfile.apply import AcceptanceOverride, ApplySummary, fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
+from fleet.fleetfile.whatif import policy_what_if
 
 
 class Command(BaseCommand):
@@ -28,6 +30,19 @@ class Command(BaseCommand):
             "(those with burn-in history are decommissioned/emptied instead of deleted).",
         )
         parser.add_argument("--json", action="store_true", help="Print the summary as JSON.")
+        parser.add_argument(
+            "--force",
+            action="store_true",
+            help="Move devices the file declares accepted even without a valid acceptance certificate "
+            "(needs --reason; recorded per device with who and why).",
+        )
+        parser.add_argument("--reason", default="", help="Why --force (recorded).")
+        parser.add_argument(
+            "--what-if",
+            action="store_true",
+            help="Write nothing; replay every current target's deciding evidence against the file's thresholds "
+            "and print the targets that would flip and the certificates that would be superseded.",
+        )
 
     def handle(self, *args, **options):
         path = options["file"]
@@ -35,8 +50,18 @@ class Command(BaseCommand):
             text = sys.stdin.read() if path == "-" else Path(path).read_text()
         except OSError as exc:
             raise CommandError(f"cannot read {path}: {exc.strerror}") from exc
+        if options["what_if"]:
+            self.what_if(path, text, as_json=options["json"])
+            return
+        force = None
+        if options["force"]:
+            if not options["reason"].strip():
+                raise CommandError("--force needs --reason (it is recorded with who forced it)")
+            force = AcceptanceOverride(actor=f"fleet-apply:{getpass.getuser()}", reason=options["reason"].strip())
         try:
-            summary = fleet_apply(document=parse_text(text), prune=options["prune"], dry_run=options["dry_run"])
+            summary = fleet_apply(
+                document=parse_text(text), prune=options["prune"], dry_run=options["dry_run"], force_accept=force
+            )
         except FleetFileError as exc:
             for where, message in exc.problems:
                 self.stderr.write(f"{path}: {where}: {message}" if where else f"{path}: {message}")
@@ -45,6 +70,40 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(summary.as_dict(), indent=2))
         else:
             render_summary(summary, command_console(self, width=100))
+
+    def what_if(self, path: str, text: str, *, as_json: bool) -> None:
+        try:
+            document = parse_text(text)
+        except FleetFileError as exc:
+            for where, message in exc.problems:
+                self.stderr.write(f"{path}: {where}: {message}" if where else f"{path}: {message}")
+            raise CommandError(f"{len(exc.problems)} problem(s) found.") from exc
+        result = policy_what_if(document=document).as_dict()
+        if as_json:
+            self.stdout.write(json.dumps(result, indent=2))
+            return
+        render_what_if(result, command_console(self, width=120))
+
+
+def render_what_if(result: dict, console: Console) -> None:
+    """The flips grouped by site, resource class and requirement, then the certificates count."""
+    group = None
+    for flip in result["flips"]:
+        heading = (flip["site"], flip["resource_class"], flip["requirement"])
+        if heading != group:
+            group = heading
+            console.print(f"[bold]{flip['site']} · {flip['resource_class']} · {flip['requirement']}[/bold]")
+        rules = "; ".join(
+            f"{r['metric']}{'.' + r['statistic'] if r['statistic'] else ''} {r['value']} "
+            f"{r['comparator']} {r['threshold']}"
+            for r in flip["rules"]
+        )
+        console.print(f"  {flip['target']}: {flip['from']} → {flip['to']}" + (f" ({rules})" if rules else ""))
+    console.print(
+        f"{len(result['flips'])} target(s) would flip; "
+        f"{result['certificates_superseded']} certificate(s) would be superseded."
+    )
+    console.print("Nothing was written (--what-if).")
 
 
 def render_summary(summary: ApplySummary, console: Console) -> None:

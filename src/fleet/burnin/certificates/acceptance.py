@@ -1,0 +1,77 @@
+"""The acceptance gate: a device moves to lifecycle state `accepted` only while it holds a valid
+certificate, or by an explicit override that records who forced it and why. The one rule for
+the API, the fleet file and the admin."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from fleet.burnin.certificates.reads import valid_now
+from fleet.burnin.models import AcceptanceCertificate, AcceptanceOverride
+from fleet.core.exceptions import Conflict, FleetError
+from fleet.inventory.models import Device
+from fleet_rules.vocabulary import DeviceState
+
+#: People need this permission to force an acceptance (machine clients need the `job:create` scope).
+OVERRIDE_PERMISSION = "burnin.add_acceptanceoverride"
+
+
+def refusal(hostname: str) -> str:
+    return (
+        f"Device {hostname} holds no valid acceptance certificate, so it cannot move to accepted. Let burn-in "
+        "finish (every requirement of its policy passed at the current version), or override explicitly with "
+        "force and a reason (recorded)."
+    )
+
+
+def uncertified(device_ids: Iterable[UUID]) -> set[UUID]:
+    """Which of these devices hold no valid certificate (one query)."""
+    wanted = set(device_ids)
+    if not wanted:
+        return set()
+    held = set(
+        AcceptanceCertificate.objects.filter(valid_now(), device_id__in=wanted).values_list("device_id", flat=True)
+    )
+    return wanted - held
+
+
+def overrides_record(*, device_ids: Iterable[UUID], actor: str, reason: str) -> None:
+    now = timezone.now()
+    AcceptanceOverride.objects.bulk_create(
+        [AcceptanceOverride(device_id=d, actor=actor, reason=reason, created_at=now) for d in device_ids]
+    )
+
+
+@dataclass(frozen=True)
+class Accepted:
+    device: Device
+    changed: bool
+    override: AcceptanceOverride | None
+
+
+@transaction.atomic
+def device_accept(*, device_id: UUID, actor: str, force: bool = False, reason: str = "") -> Accepted:
+    """Move one device to `accepted` (409 without a valid certificate unless forced; a forced
+    acceptance needs a reason and is recorded)."""
+    device = Device.objects.select_for_update().get(id=device_id)
+    if device.state == DeviceState.ACCEPTED:
+        return Accepted(device, False, None)
+    override = None
+    if uncertified([device.id]):
+        if not force:
+            raise Conflict(refusal(device.hostname))
+        if not reason.strip():
+            raise FleetError(
+                "A forced acceptance needs a reason.", field_errors={"reason": ["Say why (it is recorded)."]}
+            )
+        override = AcceptanceOverride.objects.create(
+            device=device, actor=actor, reason=reason.strip(), created_at=timezone.now()
+        )
+    device.state = DeviceState.ACCEPTED
+    device.save(update_fields=["state", "updated_at"])
+    return Accepted(device, True, override)

@@ -1,0 +1,326 @@
+"""Issue and supersede certificates for the devices a reconcile page touched: load their facts,
+evidence, thresholds and newest certificate (one query), decide per device in
+`fleet_rules.certificates`, sign, and write in bulk (one update, one insert), the touched devices
+locked first. Every page sends the same four statements, whatever it wrote."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+from django.utils import timezone
+
+from fleet.burnin import metrics
+from fleet.burnin.certificates.signing import signing_key
+from fleet.burnin.models import AcceptanceCertificate, CertificateKey
+from fleet.burnin.tables import sql
+from fleet.inventory.models import Site
+from fleet.policies.models import AcceptancePolicy, ThresholdRule
+from fleet_rules import certificates as rules
+from fleet_rules.eligibility import enrolled_sql
+from fleet_rules.resolution import Resolution, Rule, resolve
+from fleet_rules.vocabulary import RequirementScope, Verdict
+
+#: A requirement's target for the device `f` (itself, or its topology of the requirement's unit).
+_TARGET = sql("""LEFT JOIN LATERAL (
+    SELECT f.id AS id, NULL::varchar AS label WHERE r.scope = %(single_node)s
+    UNION ALL
+    (SELECT t.id, t.label FROM {membership} m JOIN {topology} t ON t.id = m.topology_id
+     WHERE r.scope = %(multi_node)s AND m.device_id = f.id AND t.unit = r.unit ORDER BY t.id LIMIT 1)
+) tgt ON true""")
+
+#: Only the devices with something to decide are loaded whole: those holding a current certificate
+#: (it may have to be superseded) and those whose every requirement has a row passed at the current
+#: version (they may be certifiable). The others would be left as they are: a page mid burn-in
+#: reads a few narrow rows for them, not their evidence.
+_FACTS = sql(
+    """
+WITH touched AS (
+    SELECT d.id FROM {device} d WHERE d.id = ANY(%(devices)s::uuid[])
+    UNION
+    SELECT m.device_id FROM {membership} m WHERE m.topology_id = ANY(%(topologies)s::uuid[])
+), candidates AS (
+    SELECT d.id, d.hostname, d.serial, d.resource_class, d.site_id, s.slug, d.enrolled_at, pol.id AS policy_id,
+           pol.version
+    FROM touched JOIN {device} d ON d.id = touched.id JOIN {site} s ON s.id = d.site_id
+    LEFT JOIN {policy} pol ON pol.resource_class = d.resource_class
+    WHERE {enrolled}
+), facts AS (
+    SELECT f.* FROM candidates f
+    WHERE EXISTS (SELECT 1 FROM {certificate} c WHERE c.device_id = f.id AND c.superseded_at IS NULL)
+       OR (EXISTS (SELECT 1 FROM {requirement} r WHERE r.policy_id = f.policy_id AND r.retired_at IS NULL)
+           AND NOT EXISTS (
+               SELECT 1 FROM {requirement} r
+               {target}
+               LEFT JOIN {progress} p ON p.requirement_id = r.id AND p.target_id = tgt.id
+               WHERE r.policy_id = f.policy_id AND r.retired_at IS NULL
+                 AND (p.id IS NULL OR p.verdict <> %(passed)s OR p.policy_version <> f.version)))
+)
+SELECT f.id, f.hostname, f.serial, f.resource_class, f.site_id, f.slug, f.enrolled_at, f.version,
+       r.id, r.name, r.gate, r.scope, tgt.id, tgt.label,
+       p.verdict, p.policy_version, p.evaluation_source_key,
+       x.id, x.test, x.parameters, x.started_at, x.finished_at, x.metrics,
+       ev.passed, ev.reason, ev.metric_evaluations, ev.evaluation_source_key,
+       x.finished_at + r.evidence_valid_for,
+       (SELECT json_agg(json_build_array(tr.metric, tr.statistic, tr.comparator, tr.threshold, tr.site_id))
+        FROM {threshold} tr WHERE tr.requirement_id = r.id AND (tr.site_id IS NULL OR tr.site_id = f.site_id)),
+       c.serial, c.sha256, c.policy_version, c.valid_until, c.superseded_at,
+       (SELECT jsonb_object_agg(q->>'name', q->'execution'->>'id')
+        FROM jsonb_array_elements(c.document->'requirements') q)
+FROM facts f
+LEFT JOIN {requirement} r ON r.policy_id = f.policy_id AND r.retired_at IS NULL
+{target}
+LEFT JOIN {progress} p ON p.requirement_id = r.id AND p.target_id = tgt.id
+LEFT JOIN {execution} x ON x.id = p.execution_id
+LEFT JOIN {evaluation} ev ON ev.execution_id = x.id
+LEFT JOIN LATERAL (
+    SELECT c.serial, c.sha256, c.policy_version, c.valid_until, c.superseded_at, c.document
+    FROM {certificate} c WHERE c.device_id = f.id ORDER BY c.issued_at DESC, c.serial DESC LIMIT 1
+) c ON true
+ORDER BY f.id, r.name
+""",
+    site=Site._meta.db_table,
+    policy=AcceptancePolicy._meta.db_table,
+    threshold=ThresholdRule._meta.db_table,
+    certificate=AcceptanceCertificate._meta.db_table,
+    enrolled=enrolled_sql("d"),
+    target=_TARGET,
+)
+
+#: The touched devices, locked in primary-key order (FOR NO KEY UPDATE, as `fleet.core.locks`):
+#: two sweeps of different scopes touching one device (its node rows and its rack's row) decide
+#: its certificate one after the other, the second seeing what the first committed.
+_LOCK = sql(
+    """
+SELECT d.id FROM {device} d
+WHERE d.id IN (
+    SELECT unnest(%(devices)s::uuid[])
+    UNION
+    SELECT m.device_id FROM {membership} m WHERE m.topology_id = ANY(%(topologies)s::uuid[])
+)
+ORDER BY d.id
+FOR NO KEY UPDATE
+"""
+)
+
+_SUPERSEDE = sql(
+    """
+UPDATE {certificate} c SET superseded_at = %s, supersede_reason = u.reason
+FROM unnest(%s::uuid[], %s::varchar[]) AS u(serial, reason)
+WHERE c.serial = u.serial AND c.superseded_at IS NULL
+""",
+    certificate=AcceptanceCertificate._meta.db_table,
+)
+
+#: The signing key's public half is recorded by the statement that first uses it; a concurrent
+#: sweep (another satellite's scope touching the same device) that issued first wins: the partial
+#: unique index on current certificates turns ours into a no-op.
+_ISSUE = sql(
+    """
+WITH signer AS (
+    INSERT INTO {key} (key_id, public_key, created_at)
+    SELECT %(key_id)s, %(public_key)s, %(now)s WHERE cardinality(%(serial)s::uuid[]) > 0
+    ON CONFLICT DO NOTHING
+)
+INSERT INTO {certificate} (serial, device_id, site_id, resource_class, policy_version, document, canonical, sha256,
+                           signature, key_id, previous_id, issued_at, valid_until)
+SELECT u.serial, u.device, u.site, u.rc, u.version, u.document::jsonb, u.canonical, u.sha256, u.signature,
+       %(key_id)s, u.previous, %(now)s, u.until
+FROM unnest(%(serial)s::uuid[], %(device)s::uuid[], %(site)s::uuid[], %(rc)s::varchar[], %(version)s::int[],
+            %(document)s::text[], %(canonical)s::text[], %(sha256)s::varchar[], %(signature)s::text[],
+            %(previous)s::uuid[], %(until)s::timestamptz[])
+     AS u(serial, device, site, rc, version, document, canonical, sha256, signature, previous, until)
+ON CONFLICT DO NOTHING
+RETURNING device_id, previous_id IS NULL
+""",
+    key=CertificateKey._meta.db_table,
+    certificate=AcceptanceCertificate._meta.db_table,
+)
+
+
+@dataclass(frozen=True)
+class Newest:
+    """A device's newest certificate: its chain link, and the current one when not superseded."""
+
+    sha256: str
+    serial: UUID
+    current: rules.CurrentCertificate | None
+
+
+@dataclass
+class DeviceLoad:
+    facts: rules.DeviceFacts
+    newest: Newest | None
+    evidence: list[rules.RequirementEvidence] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class IssuanceCounts:
+    issued: int
+    superseded: int
+
+
+def _json(value: Any) -> Any:
+    """jsonb from a raw cursor arrives as text (Django leaves decoding to its fields)."""
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def _newest(row: tuple[Any, ...]) -> Newest | None:
+    serial, digest, version, until, superseded_at, executions = row[29:35]
+    if serial is None:
+        return None
+    current = None
+    if superseded_at is None:
+        names = _json(executions) or {}
+        current = rules.CurrentCertificate(serial, digest, version, until, {k: UUID(v) for k, v in names.items()})
+    return Newest(digest, serial, current)
+
+
+def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID, DeviceLoad]:
+    """One query: the touched devices, every requirement of their policies with the projection
+    row, execution, evaluation and threshold rules that judge it, and their newest certificate."""
+    params: dict[str, Any] = {
+        "devices": list(device_ids),
+        "topologies": list(topology_ids),
+        "single_node": RequirementScope.SINGLE_NODE,
+        "multi_node": RequirementScope.MULTI_NODE,
+        "passed": Verdict.PASSED,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(_FACTS, params)
+        rows = cursor.fetchall()
+    loads: dict[UUID, DeviceLoad] = {}
+    resolutions: dict[tuple[UUID, UUID], Resolution] = {}
+    for row in rows:
+        device_id = row[0]
+        if device_id not in loads:
+            facts = rules.DeviceFacts(
+                id=row[0],
+                hostname=row[1],
+                serial=row[2],
+                resource_class=row[3],
+                site_id=row[4],
+                site_slug=row[5],
+                policy_version=row[7],
+                enrolled_at=row[6],
+            )
+            loads[device_id] = DeviceLoad(facts, _newest(row))
+        if row[8] is None:
+            continue
+        site_id = loads[device_id].facts.site_id
+        (req_id, name, gate, scope, target_id, label, verdict, row_version, row_key) = row[8:17]
+        (ex_id, test, parameters, started, finished, metrics) = row[17:23]
+        (passed, reason, metric_evaluations, ev_key, evidence_until, thresholds) = row[23:29]
+        cache_key = (req_id, site_id)
+        if cache_key not in resolutions:  # the same rules for every device of a requirement and site
+            resolutions[cache_key] = resolve(
+                [Rule(m, st, cmp, th, UUID(str(rs)) if rs else None) for m, st, cmp, th, rs in _json(thresholds) or []],
+                site_id,
+            )
+        resolution = resolutions[cache_key]
+        loads[device_id].evidence.append(
+            rules.RequirementEvidence(
+                requirement_id=req_id,
+                name=name,
+                gate=gate,
+                scope=scope,
+                target_kind="device" if scope == RequirementScope.SINGLE_NODE else "topology",
+                target_id=target_id,
+                target_label=label,
+                verdict=verdict,
+                row_policy_version=row_version,
+                # A row judged under another resolution than the current one does not count.
+                row_source_key=row_key if row_key == resolution.key else None,
+                execution_id=ex_id,
+                test=test,
+                parameters=_json(parameters) or {},
+                started_at=started,
+                finished_at=finished,
+                metrics=_json(metrics) or {},
+                evaluation_passed=passed,
+                evaluation_reason=reason,
+                metric_evaluations=_json(metric_evaluations),
+                evaluation_source_key=ev_key,
+                thresholds=resolution.rules,
+                evidence_valid_until=evidence_until,
+            )
+        )
+    return loads
+
+
+def certificates_refresh(
+    *, device_ids: Iterable[UUID], topology_ids: Iterable[UUID], now: datetime | None = None
+) -> IssuanceCounts:
+    """Supersede and issue the certificates of the given devices and of every device in the given
+    topologies, as their projection rows now say. Runs in the caller's transaction and sends the
+    same four statements whatever it finds (none touched: they find nothing)."""
+    devices, topologies = list(set(device_ids)), list(set(topology_ids))
+    with connection.cursor() as cursor:
+        cursor.execute(_LOCK, {"devices": devices, "topologies": topologies})
+    # After the lock: a concurrent refresh of these devices has committed, and this one's clock
+    # and reads come after it.
+    now = now or timezone.now()
+    loads = _load(devices, topologies)
+    supersede: list[tuple[UUID, str]] = []
+    issue: list[tuple[DeviceLoad, Newest | None]] = []
+    for load in loads.values():
+        held = load.newest.current if load.newest else None
+        decision = rules.decide(held, load.facts, load.evidence, now=now)
+        if decision.supersede is not None and held is not None:
+            supersede.append((held.serial, decision.supersede))
+        if decision.issue:
+            issue.append((load, load.newest))
+    with connection.cursor() as cursor:
+        cursor.execute(_SUPERSEDE, [now, [s for s, _ in supersede], [r for _, r in supersede]])
+        cursor.execute(_ISSUE, _issue_columns(issue, now))
+        inserted = cursor.fetchall()
+    firsts = {device_id for device_id, first in inserted if first}
+    metrics.first_certificates_observed(
+        (load.facts.site_slug, load.facts.resource_class, (now - load.facts.enrolled_at).total_seconds())
+        for load, _ in issue
+        if load.facts.id in firsts and load.facts.enrolled_at is not None
+    )
+    return IssuanceCounts(len(inserted), len(supersede))
+
+
+def _issue_columns(issue: list[tuple[DeviceLoad, Newest | None]], now: datetime) -> dict[str, Any]:
+    columns: dict[str, Any] = {"key_id": "", "public_key": b"", "now": now}  # nothing to sign: inserts nothing
+    key = signing_key() if issue else None  # the key file is read (or created) only to sign
+    if key is not None:
+        columns |= {"key_id": key.key_id, "public_key": key.public_raw}
+    names = ("serial", "device", "site", "rc", "version", "document", "canonical", "sha256", "signature")
+    for name in (*names, "previous", "until"):
+        columns[name] = []
+    for load, newest in issue:
+        assert key is not None
+        serial = uuid.uuid4()
+        document = rules.document(
+            serial=serial,
+            device=load.facts,
+            evidence=load.evidence,
+            issued_at=now,
+            previous_sha256=newest.sha256 if newest else None,
+        )
+        canonical = rules.canonical(document)
+        values = (
+            serial,
+            load.facts.id,
+            load.facts.site_id,
+            load.facts.resource_class,
+            load.facts.policy_version,
+            canonical.decode(),
+            canonical.decode(),
+            rules.sha256(canonical),
+            key.sign(canonical),
+        )
+        for name, value in zip(names, values, strict=True):
+            columns[name].append(value)
+        columns["previous"].append(newest.serial if newest else None)
+        columns["until"].append(rules.valid_until(load.evidence))
+    return columns

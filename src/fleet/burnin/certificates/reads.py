@@ -1,0 +1,248 @@
+"""Certificate reads: a device's current valid certificate, its history, the published keys,
+and a site's valid certificates (for export)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+from django.db.models import Q, QuerySet
+from django.shortcuts import get_object_or_404
+from django.utils import timezone
+
+from fleet.burnin.certificates.signing import ALGORITHM
+from fleet.burnin.models import AcceptanceCertificate, CertificateKey
+from fleet.burnin.tables import sql
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.identity import Actor, site_restriction
+from fleet.inventory.models import Device, Site
+from fleet.policies.models import AcceptancePolicy
+from fleet_rules.eligibility import enrolled_sql
+from fleet_rules.vocabulary import RequirementScope, Verdict
+
+
+def valid_now(now: datetime | None = None) -> Q:
+    """Current (not superseded) and not past its `valid_until`."""
+    now = now or timezone.now()
+    return Q(superseded_at__isnull=True) & (Q(valid_until__isnull=True) | Q(valid_until__gt=now))
+
+
+def envelope(certificate: AcceptanceCertificate) -> dict[str, Any]:
+    """What a verifier needs: the document exactly as signed, the signature and the key id."""
+    return {
+        "certificate": json.loads(certificate.canonical),
+        "signature": certificate.signature,
+        "key_id": certificate.key_id,
+    }
+
+
+def _device(device_id: UUID, actor: Actor) -> Device:
+    """A device by id, as the devices API finds it: another site's satellite client finds none (404)."""
+    restricted = site_restriction(actor)
+    found = Device.objects.filter(id=device_id)
+    if restricted is not None:
+        found = found.filter(site_id=restricted)
+    return get_object_or_404(found)
+
+
+def device_certificate(*, device_id: UUID, actor: Actor) -> AcceptanceCertificate:
+    """The device's valid certificate (404 when it has none)."""
+    device = _device(device_id, actor)
+    certificate = AcceptanceCertificate.objects.filter(valid_now(), device=device).first()
+    if certificate is None:
+        raise NotFoundError(f"Device {device.hostname} holds no valid acceptance certificate.")
+    return certificate
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    envelope: dict[str, Any]
+    sha256: str
+    issued_at: datetime
+    valid_until: datetime | None
+    superseded_at: datetime | None
+    supersede_reason: str | None
+    valid: bool
+
+
+def device_certificates(*, device_id: UUID, actor: Actor) -> list[HistoryEntry]:
+    """Every certificate the device ever held, newest first, superseded ones with their reason."""
+    device = _device(device_id, actor)
+    now = timezone.now()
+    return [
+        HistoryEntry(
+            envelope=envelope(c),
+            sha256=c.sha256,
+            issued_at=c.issued_at,
+            valid_until=c.valid_until,
+            superseded_at=c.superseded_at,
+            supersede_reason=c.supersede_reason,
+            valid=c.superseded_at is None and (c.valid_until is None or c.valid_until > now),
+        )
+        for c in AcceptanceCertificate.objects.filter(device=device).order_by("-issued_at", "-serial")
+    ]
+
+
+def certificate_keys() -> list[dict[str, str]]:
+    return [
+        {"key_id": k.key_id, "algorithm": ALGORITHM, "public_key": base64.b64encode(bytes(k.public_key)).decode()}
+        for k in CertificateKey.objects.all()
+    ]
+
+
+def site_certificates(site: Site, *, batch: int = 500) -> Iterator[AcceptanceCertificate]:
+    """The site's valid certificates in serial order, read in keyset pages of `batch`."""
+    after: UUID | None = None
+    while True:
+        page: QuerySet[AcceptanceCertificate] = AcceptanceCertificate.objects.filter(valid_now(), site=site)
+        if after is not None:
+            page = page.filter(serial__gt=after)
+        rows = list(page.order_by("serial")[:batch])
+        yield from rows
+        if len(rows) < batch:
+            return
+        after = rows[-1].serial
+
+
+def device_valid_certificate(device_id: UUID) -> AcceptanceCertificate | None:
+    return AcceptanceCertificate.objects.filter(valid_now(), device_id=device_id).first()
+
+
+# --- for the dashboard ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeviceCertificates:
+    """A device's valid certificate (if any) and its history, newest first (at most `HISTORY`)."""
+
+    valid: AcceptanceCertificate | None
+    history: list[AcceptanceCertificate]
+
+
+HISTORY = 50
+
+
+def device_certificates_summary(device_id: UUID) -> DeviceCertificates:
+    """One query."""
+    now = timezone.now()
+    history = list(
+        AcceptanceCertificate.objects.filter(device_id=device_id).order_by("-issued_at", "-serial")[:HISTORY]
+    )
+    valid = next(
+        (c for c in history if c.superseded_at is None and (c.valid_until is None or c.valid_until > now)), None
+    )
+    return DeviceCertificates(valid, history)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """An enrolled device without a valid certificate, and what it waits on."""
+
+    hostname: str
+    enrolled_at: datetime
+    waiting_seconds: float
+    waiting_on: list[tuple[str, str]]  # (requirement, verdict or "not_run" when it has no row)
+
+
+@dataclass(frozen=True)
+class ClassCertification:
+    resource_class: str
+    enrolled: int
+    certified: int
+    p50_seconds: float | None  # enrolment → first certificate, over the devices that have one
+    p95_seconds: float | None
+    slowest: list[Waiting]
+
+
+SLOWEST = 5
+
+_CLASSES = sql(
+    """
+SELECT d.resource_class, count(*),
+       count(*) FILTER (WHERE EXISTS (
+           SELECT 1 FROM {certificate} c WHERE c.device_id = d.id AND c.superseded_at IS NULL
+             AND (c.valid_until IS NULL OR c.valid_until > %(now)s))),
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)),
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at))
+FROM {device} d
+LEFT JOIN LATERAL (SELECT min(c.issued_at) AS first FROM {certificate} c WHERE c.device_id = d.id) f ON true
+WHERE d.site_id = %(site)s AND {enrolled}
+GROUP BY d.resource_class ORDER BY d.resource_class
+""",
+    certificate=AcceptanceCertificate._meta.db_table,
+    enrolled=enrolled_sql("d"),
+)
+
+_SLOWEST = sql(
+    """
+SELECT id, hostname, resource_class, enrolled_at FROM (
+    SELECT d.id, d.hostname, d.resource_class, d.enrolled_at,
+           row_number() OVER (PARTITION BY d.resource_class ORDER BY d.enrolled_at, d.hostname) AS n
+    FROM {device} d
+    WHERE d.site_id = %(site)s AND {enrolled} AND NOT EXISTS (
+        SELECT 1 FROM {certificate} c WHERE c.device_id = d.id AND c.superseded_at IS NULL
+          AND (c.valid_until IS NULL OR c.valid_until > %(now)s))
+) ranked WHERE n <= %(slowest)s ORDER BY resource_class, enrolled_at, hostname
+""",
+    certificate=AcceptanceCertificate._meta.db_table,
+    enrolled=enrolled_sql("d"),
+)
+
+_WAITING_ON = sql(
+    """
+SELECT d.id, r.name, p.verdict
+FROM {device} d
+JOIN {policy} pol ON pol.resource_class = d.resource_class
+JOIN {requirement} r ON r.policy_id = pol.id AND r.retired_at IS NULL
+LEFT JOIN LATERAL (
+    SELECT d.id AS id WHERE r.scope = %(single_node)s
+    UNION ALL
+    (SELECT m.topology_id FROM {membership} m WHERE r.scope = %(multi_node)s AND m.device_id = d.id AND m.unit = r.unit
+     LIMIT 1)
+) tgt ON true
+LEFT JOIN {progress} p ON p.requirement_id = r.id AND p.target_id = tgt.id AND p.policy_version = pol.version
+WHERE d.id = ANY(%(devices)s::uuid[])
+ORDER BY d.id, r.name
+""",
+    policy=AcceptancePolicy._meta.db_table,
+)
+
+
+def site_certification(site: Site) -> list[ClassCertification]:
+    """Per resource class: devices certified of enrolled, time to accept (p50, p95), and the
+    devices waiting longest with what they wait on. Three queries."""
+    now = timezone.now()
+    params: dict[str, Any] = {"site": site.id, "now": now, "slowest": SLOWEST}
+    with connection.cursor() as cursor:
+        cursor.execute(_CLASSES, params)
+        classes = cursor.fetchall()
+        cursor.execute(_SLOWEST, params)
+        slow = cursor.fetchall()
+        cursor.execute(
+            _WAITING_ON,
+            {
+                "devices": [row[0] for row in slow],
+                "single_node": RequirementScope.SINGLE_NODE,
+                "multi_node": RequirementScope.MULTI_NODE,
+            },
+        )
+        rows = cursor.fetchall()
+    waiting_on: dict[UUID, list[tuple[str, str]]] = {}
+    for device_id, name, verdict in rows:
+        if verdict != Verdict.PASSED:
+            waiting_on.setdefault(device_id, []).append((name, verdict or Verdict.NOT_RUN))
+    slowest: dict[str, list[Waiting]] = {}
+    for device_id, hostname, rc, enrolled_at in slow:
+        slowest.setdefault(rc, []).append(
+            Waiting(hostname, enrolled_at, (now - enrolled_at).total_seconds(), waiting_on.get(device_id, []))
+        )
+    return [
+        ClassCertification(rc, enrolled, certified, p50, p95, slowest.get(rc, []))
+        for rc, enrolled, certified, p50, p95 in classes
+    ]

@@ -1,0 +1,192 @@
+"""`fleet apply -f CANDIDATE.yaml --what-if`: which targets a candidate fleet file's thresholds
+would flip, and how many certificates that would supersede. Writes nothing.
+
+Every current target whose deciding evidence an evaluation judged (`passed`/`failed`) under a
+requirement whose rules the candidate changes is replayed with the agent's evaluator
+(`fleet_rules.whatif.replay`). Evidence is read in keyset pages of `PAGE` rows, two statements a
+page (the rows with their executions and evaluations; the current certificates of the devices
+whose targets would stop passing), so memory and queries per page are flat whatever the fleet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from uuid import UUID
+
+from django.db import connection
+
+from fleet.burnin.models import AcceptanceCertificate
+from fleet.burnin.tables import sql
+from fleet.fleetfile.document import FleetDocument
+from fleet.inventory.models import Site
+from fleet.policies.models import Requirement, ThresholdRule
+from fleet_rules.resolution import Rule, canonical_json, resolve
+from fleet_rules.vocabulary import Verdict
+from fleet_rules.whatif import REPLAYABLE, Flip, replay, rule_json
+
+PAGE = 500
+
+_ROWS = sql(
+    """
+SELECT p.id, p.verdict, p.requirement_id, p.site_id, s.slug, p.resource_class, COALESCE(d.hostname, t.label),
+       p.device_id, p.topology_id, x.status, x.metrics, ev.metric_evaluations
+FROM {progress} p
+JOIN {site} s ON s.id = p.site_id
+JOIN {execution} x ON x.id = p.execution_id
+LEFT JOIN {evaluation} ev ON ev.execution_id = x.id
+LEFT JOIN {device} d ON d.id = p.device_id
+LEFT JOIN {topology} t ON t.id = p.topology_id
+WHERE p.requirement_id = ANY(%(requirements)s::uuid[]) AND p.verdict = ANY(%(verdicts)s::varchar[])
+  AND p.id > %(after)s
+ORDER BY p.id
+LIMIT %(limit)s
+""",
+    site=Site._meta.db_table,
+)
+
+_CERTIFIED = sql(
+    """
+SELECT c.device_id FROM {certificate} c
+WHERE c.superseded_at IS NULL AND c.device_id IN (
+    SELECT unnest(%(devices)s::uuid[])
+    UNION
+    SELECT m.device_id FROM unnest(%(topologies)s::uuid[], %(classes)s::varchar[]) AS u(topology_id, rc)
+    JOIN {membership} m ON m.topology_id = u.topology_id
+    JOIN {device} d ON d.id = m.device_id AND d.resource_class = u.rc
+)
+""",
+    certificate=AcceptanceCertificate._meta.db_table,
+)
+
+
+@dataclass(frozen=True)
+class TargetFlip:
+    site: str
+    resource_class: str
+    requirement: str
+    target: str
+    flip: Flip
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "site": self.site,
+            "resource_class": self.resource_class,
+            "requirement": self.requirement,
+            "target": self.target,
+            "from": self.flip.before.value,
+            "to": self.flip.after.value,
+            "rules": [rule_json(r) for r in self.flip.rules],
+        }
+
+
+@dataclass
+class WhatIf:
+    flips: list[TargetFlip] = field(default_factory=list)
+    certificates_superseded: int = 0
+    replayed: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        ordered = sorted(self.flips, key=lambda f: (f.site, f.resource_class, f.requirement, f.target))
+        return {"flips": [f.as_dict() for f in ordered], "certificates_superseded": self.certificates_superseded}
+
+
+def _rule_key(rule: Rule) -> tuple[Any, ...]:
+    return (rule.metric, rule.statistic, rule.comparator, canonical_json(rule.threshold), rule.site_id)
+
+
+def _changed_requirements(document: FleetDocument) -> dict[UUID, tuple[str, list[Rule]]]:
+    """Existing, non-retired requirements the candidate keeps whose rules it changes:
+    requirement id → (name, the candidate's rules)."""
+    wanted = {
+        (policy.resource_class, requirement.name): requirement
+        for policy in document.policies
+        for requirement in policy.requirements
+        if not requirement.retired
+    }
+    slugs = {t.site for decl in wanted.values() for t in decl.thresholds if t.site}
+    site_ids = dict(Site.objects.filter(slug__in=slugs).values_list("slug", "id"))
+    existing = {
+        (rc, name): requirement_id
+        for requirement_id, rc, name in Requirement.objects.filter(retired_at__isnull=True).values_list(
+            "id", "policy__resource_class", "name"
+        )
+        if (rc, name) in wanted
+    }
+    current: dict[UUID, set[tuple[Any, ...]]] = {requirement_id: set() for requirement_id in existing.values()}
+    for requirement_id, metric, statistic, comparator, threshold, site_id in ThresholdRule.objects.filter(
+        requirement_id__in=list(current)
+    ).values_list("requirement_id", "metric", "statistic", "comparator", "threshold", "site_id"):
+        current[requirement_id].add(_rule_key(Rule(metric, statistic, comparator, threshold, site_id)))
+    changed: dict[UUID, tuple[str, list[Rule]]] = {}
+    for key, requirement_id in existing.items():
+        decl = wanted[key]
+        rules = [
+            Rule(t.metric, t.statistic, t.comparator, t.threshold, site_ids.get(t.site) if t.site else None)
+            for t in decl.thresholds
+        ]
+        if {_rule_key(r) for r in rules} != current[requirement_id]:
+            changed[requirement_id] = (decl.name, rules)
+    return changed
+
+
+def _pages(requirement_ids: list[UUID]) -> Iterator[list[tuple[Any, ...]]]:
+    after = 0
+    while True:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _ROWS,
+                {"requirements": requirement_ids, "verdicts": list(REPLAYABLE), "after": after, "limit": PAGE},
+            )
+            rows = cursor.fetchall()
+        yield rows
+        if len(rows) < PAGE:
+            return
+        after = rows[-1][0]
+
+
+def _json(value: Any) -> Any:
+    return json.loads(value) if isinstance(value, str) else value
+
+
+def policy_what_if(*, document: FleetDocument) -> WhatIf:
+    """What applying `document` would flip; reads only."""
+    result = WhatIf()
+    changed = _changed_requirements(document)
+    if not changed:
+        return result
+    resolutions: dict[tuple[UUID, UUID], list[dict[str, Any]]] = {}
+    counted: set[UUID] = set()
+    for rows in _pages(list(changed)):
+        devices: list[UUID] = []
+        topologies: list[UUID] = []
+        classes: list[str] = []
+        for _, verdict, requirement_id, site_id, slug, rc, target, device_id, topology_id, status, metrics, ev in rows:
+            result.replayed += 1
+            name, rules = changed[requirement_id]
+            key = (requirement_id, site_id)
+            if key not in resolutions:
+                resolutions[key] = resolve(rules, site_id).rules_list
+            flip = replay(
+                verdict=verdict,
+                status=status,
+                metrics=_json(metrics) or {},
+                current_evaluations=_json(ev),
+                candidate_rules=resolutions[key],
+            )
+            if flip is None:
+                continue
+            result.flips.append(TargetFlip(slug, rc, name, target, flip))
+            if flip.before == Verdict.PASSED:
+                if device_id is not None:
+                    devices.append(device_id)
+                else:
+                    topologies.append(topology_id)
+                    classes.append(rc)
+        with connection.cursor() as cursor:
+            cursor.execute(_CERTIFIED, {"devices": devices, "topologies": topologies, "classes": classes})
+            counted.update(row[0] for row in cursor.fetchall())
+    result.certificates_superseded = len(counted)
+    return result
