@@ -70,6 +70,8 @@ class FleetBuilder:
         parameter_constraints: dict | None = None,
         thresholds: list[dict] | None = None,
         retired: bool = False,
+        consecutive_passes: int = 1,
+        outlier_k: float | None = None,
     ) -> Requirement:
         if scope == "multi_node":
             gate, unit = "rack-acceptance", unit or "rack"
@@ -83,6 +85,8 @@ class FleetBuilder:
             rerunnable=rerunnable,
             parameter_constraints=parameter_constraints or {},
             retired_at=timezone.now() if retired else None,
+            consecutive_passes=consecutive_passes,
+            outlier_k=outlier_k,
         )
         for rule in (
             thresholds

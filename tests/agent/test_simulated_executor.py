@@ -249,6 +249,23 @@ def test_a_transient_network_fault_fails_the_first_cohort_attempt_only() -> None
     assert results == [False, True, True]
 
 
+def test_a_fabric_fault_fails_every_collective_that_includes_the_device_and_nothing_else() -> None:
+    executor = SimulatedExecutor(seed=44, faulty_share=0.0, fabric_faults=frozenset({"bad-host"}))
+    requirement = MULTI_NODE[H200]
+    cohort = [Target(f"dev-{i}", "bad-host" if i == 5 else f"host-{i}", H200) for i in range(8)]
+    for attempt in (1, 2, 3):
+        for members in (cohort, cohort[4:], cohort[4:6], [cohort[5], cohort[0]]):
+            outcome = executor.run(run_of(requirement, *members, topology="rack"), attempt=attempt)
+            assert verdict(requirement, outcome)["passed"] is False
+        for members in (cohort[:4], cohort[6:], [cohort[4], cohort[0]]):
+            outcome = executor.run(run_of(requirement, *members, topology="rack"), attempt=attempt)
+            assert verdict(requirement, outcome)["passed"] is True
+    for resource_class, single in SINGLE_NODE:
+        if resource_class == H200:  # its single-node tests pass: only the fabric is at fault
+            outcome = executor.run(run_of(single, cohort[5]), attempt=1)
+            assert verdict(single, outcome)["passed"] is True, single.test
+
+
 def test_errored_share_one_errors_every_run_and_the_evaluator_fails_each_with_its_error() -> None:
     executor = SimulatedExecutor(seed=50, errored_share=1.0)
     device = healthy_devices(executor, 1)[0]

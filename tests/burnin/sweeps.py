@@ -93,5 +93,38 @@ def expected_projection(site, satellite, resource_class, policy, gate=None) -> t
             ):
                 continue  # deferred
             verdict = "errored" if latest.status == "errored" else ("passed" if evaluation.passed else "failed")
+            if verdict == "passed" and requirement.consecutive_passes > 1:
+                verdict = _consecutive(requirement, kind, target, latest, key, policy)
+                if verdict is None:
+                    continue  # deferred: an earlier run it needs is not evaluated yet
             rows[(requirement.id, target)] = (verdict, latest.id, key, policy.version)
     return rows, targets
+
+
+def _consecutive(requirement, kind, target, latest, key, policy):
+    """`consecutive_passes` recomputed independently: the latest K finished executions under the
+    current version (created since it changed) must all have passed."""
+    since = policy.version_changed_at
+    if since is not None and latest.created_at < since:
+        return "not_run"
+    runs = [
+        e
+        for e in TestExecution.objects.filter(requirement=requirement, **{f"{kind}_id": target})
+        .exclude(status="running")
+        .order_by("-created_at", "-id")
+        if since is None or e.created_at >= since
+    ][: requirement.consecutive_passes]
+    assert runs[0] == latest
+    for run in runs[1:]:
+        evaluation = EvaluationResult.objects.filter(execution=run).first()
+        if (
+            evaluation is None
+            or evaluation.evaluation_source_key != key
+            or evaluation.execution_updated_at != run.updated_at
+        ):
+            return None
+        if run.status == "errored":
+            return "errored"
+        if not evaluation.passed:
+            return "failed"
+    return "passed" if len(runs) == requirement.consecutive_passes else "not_run"

@@ -58,20 +58,35 @@ def small_fleets(draw):
         "racks": draw(st.lists(st.sampled_from(["sat-a", "sat-b"]), min_size=2, max_size=2)),
         "requirements": draw(
             st.lists(
-                st.tuples(st.sampled_from(["burn-in", "extended"]), st.booleans()),  # gate, retired
+                # gate, retired, consecutive_passes
+                st.tuples(st.sampled_from(["burn-in", "extended"]), st.booleans(), st.integers(1, 3)),
                 min_size=0,
                 max_size=3,
             )
         ),
         "with_rack_requirement": draw(st.booleans()),
+        "rack_consecutive_passes": draw(st.integers(1, 3)),
+        # When the policy's version last changed, in evidence steps (-1: never).
+        "version_changed_step": draw(st.integers(-1, 10)),
         "evidence": draw(
             st.lists(
                 st.tuples(
-                    st.integers(0, 20),  # which target
-                    st.sampled_from(["running", "completed", "errored"]),
-                    st.sampled_from(["none", "current_pass", "current_fail", "old_key", "old_update"]),
+                    st.integers(0, 5),  # which target (few, so targets get several runs)
+                    # Weighted towards judged passes, so consecutive_passes > 1 meets streaks.
+                    st.sampled_from(["running", "completed", "completed", "errored"]),
+                    st.sampled_from(
+                        [
+                            "none",
+                            "current_pass",
+                            "current_pass",
+                            "current_pass",
+                            "current_fail",
+                            "old_key",
+                            "old_update",
+                        ]
+                    ),
                 ),
-                max_size=10,
+                max_size=14,
             )
         ),
     }
@@ -85,15 +100,22 @@ def build(spec):
     for satellite, rc, state, enrolled, rack in spec["devices"]:
         fleet.device(sats[satellite], rc, state=state, enrolled=enrolled, topologies=[racks[rack]] if rack >= 0 else [])
     policy = fleet.policy("gpu.h200.8x", version=4)
+    base = timezone.now()
+    if spec["version_changed_step"] >= 0:
+        policy.version_changed_at = base + timedelta(seconds=spec["version_changed_step"])
+        policy.save(update_fields=["version_changed_at"])
     requirements = [
-        fleet.requirement(policy, f"req-{i}", gate=gate, retired=retired)
-        for i, (gate, retired) in enumerate(spec["requirements"])
+        fleet.requirement(policy, f"req-{i}", gate=gate, retired=retired, consecutive_passes=k)
+        for i, (gate, retired, k) in enumerate(spec["requirements"])
     ]
     if spec["with_rack_requirement"]:
-        requirements.append(fleet.requirement(policy, "rack-nccl", scope="multi_node", unit="rack"))
+        requirements.append(
+            fleet.requirement(
+                policy, "rack-nccl", scope="multi_node", unit="rack", consecutive_passes=spec["rack_consecutive_passes"]
+            )
+        )
     targets = [(r, d, None) for r in requirements if r.scope == "single_node" for d in Device.objects.all()]
     targets += [(r, None, t) for r in requirements if r.scope == "multi_node" for t in racks]
-    base = timezone.now()
     for step, (index, status, evaluation) in enumerate(spec["evidence"]):
         if not targets:
             break
@@ -143,6 +165,33 @@ def test_any_page_size_gives_the_from_scratch_projection(spec):
         again = sweep_service("lon-1", "sat-a", "gpu.h200.8x", limit=3)
         assert sum(p.written for p in again) == 0
         assert sum(p.unchanged for p in again) == len(expected)
+        transaction.set_rollback(True)
+
+
+@st.composite
+def histories(draw):
+    """A few targets with long histories, so `consecutive_passes` meets every kind of streak."""
+    spec = draw(small_fleets())
+    spec["devices"] = [("sat-a", "gpu.h200.8x", "burn_in", True, draw(st.integers(-1, 1))) for _ in range(2)]
+    spec["requirements"] = [("burn-in", False, draw(st.integers(2, 3)))]
+    spec["with_rack_requirement"] = True
+    spec["racks"] = ["sat-a", "sat-a"]
+    return spec
+
+
+@pytest.mark.django_db
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+)
+@given(spec=histories())
+def test_consecutive_passes_give_the_from_scratch_projection(spec):
+    with transaction.atomic():
+        site, satellite, policy = build(spec)
+        expected, _ = expected_projection(site, satellite, "gpu.h200.8x", policy)
+        for limit in [1, 3, 500]:
+            PolicyProgress.objects.all().delete()
+            sweep_service("lon-1", "sat-a", "gpu.h200.8x", limit=limit)
+            assert projection() == expected, limit
         transaction.set_rollback(True)
 
 

@@ -90,11 +90,14 @@ class Stack:
 
 
 @contextlib.contextmanager
-def running_stack(settings, tmp_path: Path, *, lease_seconds: int = 4) -> Iterator[Stack]:
-    """The example fleet applied, a `fleet serve` with `lease_seconds` job leases, and an operator client."""
+def running_stack(
+    settings, tmp_path: Path, *, lease_seconds: int = 4, fleet_text: str | None = None
+) -> Iterator[Stack]:
+    """The example fleet (or `fleet_text`) applied, a `fleet serve` with `lease_seconds` job
+    leases, and an operator client."""
     # Secrets must be hashed the way the server process checks them.
     settings.PASSWORD_HASHERS = global_settings.PASSWORD_HASHERS
-    fleet_apply(document=parse_text(EXAMPLE.read_text()))
+    fleet_apply(document=parse_text(fleet_text if fleet_text is not None else EXAMPLE.read_text()))
     satellite = Satellite.objects.select_related("site").get(name="sat-a")
     issued = satellite_credentials_issue(satellite=satellite)
     operator_secret = "operator-secret-for-e2e"

@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument("--time-scale", type=float, help="Simulated time factor, 0 = no waiting")
         sub.add_argument("--faulty-share", type=float, help="Simulated share of faulty devices")
         sub.add_argument("--errored-share", type=float, help="Simulated share of runs that error")
+        sub.add_argument(
+            "--fabric-faults", help="Simulated: comma-separated hostnames whose fabric fault fails every collective"
+        )
         sub.add_argument("--concurrency", type=int, help="Jobs run at once (FLEET_AGENT_CONCURRENCY)")
         sub.add_argument("--state-dir", help="Where the agent keeps crash-recovery state")
         sub.add_argument("--config", help="A TOML or YAML file with the same keys")
@@ -68,6 +71,7 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
         errored_share=config.errored_share,
         slow_share=config.slow_share,
         time_scale=config.time_scale,
+        fabric_faults=frozenset(h.strip() for h in config.fabric_faults.split(",") if h.strip()),
     )
 
 

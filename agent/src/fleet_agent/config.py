@@ -34,6 +34,7 @@ class AgentConfig:
     transient_share: float = 0.5
     errored_share: float = 0.0
     slow_share: float = 0.05
+    fabric_faults: str = ""  # simulated: comma-separated hostnames (or ids) with a permanent fabric fault
     concurrency: int = 4
     heartbeat_interval: float = 30.0
     jobs_interval: float = 5.0

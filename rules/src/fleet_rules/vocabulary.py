@@ -118,6 +118,7 @@ class JobReason(Vocabulary):
     DISPATCH = "dispatch"
     RERUN = "rerun"
     MANUAL = "manual"
+    DIAGNOSIS = "diagnosis"  # a round of culprit isolation (its executions judge no target)
 
 
 # --- burn-in evidence and the projection ----------------------------------------------------------
@@ -205,3 +206,24 @@ class ConstraintOperator(Vocabulary):
     LT = "lt"
     LTE = "lte"
     IN = "in"
+
+
+# --- diagnosis -----------------------------------------------------------------------------------
+
+
+class OutlierGroupReason(Vocabulary):
+    """Why a group of siblings names no outlier although it was looked at."""
+
+    TOO_FEW_DEVICES = "too_few_devices"  # fewer devices than the minimum group size
+    MAD_ZERO = "mad_zero"  # at least half the devices measured the same value: no spread to judge by
+    NO_BAD_SIDE = "no_bad_side"  # an `eq` rule has no direction that is worse
+    NONE_BEYOND_K = "none_beyond_k"  # looked at, nobody is far enough out on the bad side
+
+
+class IsolationStatus(Vocabulary):
+    """Where a culprit isolation plan stands."""
+
+    RUNNING = "running"  # a round is out, or the next one is to be dispatched
+    FOUND = "found"  # it ended naming the device(s) whose presence makes the collective fail
+    INCONCLUSIVE = "inconclusive"  # the rounds stopped narrowing (a fault that needs several devices, or flaky)
+    CANCELLED = "cancelled"

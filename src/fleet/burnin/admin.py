@@ -2,7 +2,14 @@
 
 from django.contrib import admin
 
-from fleet.burnin.models import EvaluationResult, PolicyProgress, ReconcileSweep, TestExecution
+from fleet.burnin.models import (
+    DeviceDiagnosis,
+    EvaluationResult,
+    IsolationPlan,
+    PolicyProgress,
+    ReconcileSweep,
+    TestExecution,
+)
 from fleet.core.admin import ViewOnlyAdmin
 
 
@@ -47,3 +54,20 @@ class ReconcileSweepAdmin(ViewOnlyAdmin):
     list_display = ["site", "satellite", "resource_class", "gate", "completed_at", "target_count", "deferred"]
     list_filter = ["site", "resource_class", "guard_tripped"]
     list_select_related = ["site", "satellite"]
+
+
+@admin.register(IsolationPlan)
+class IsolationPlanAdmin(ViewOnlyAdmin):
+    """Culprit isolation plans: driven by `fleet isolate` or the API, read-only here."""
+
+    list_display = ["topology", "requirement", "status", "max_rounds", "created_at", "finished_at"]
+    list_filter = ["status", "site"]
+    search_fields = ["id", "topology__label", "requirement__name"]
+    list_select_related = ["topology", "requirement"]
+
+
+@admin.register(DeviceDiagnosis)
+class DeviceDiagnosisAdmin(ViewOnlyAdmin):
+    list_display = ["device", "topology", "requirement", "finding", "created_at"]
+    search_fields = ["device__hostname", "topology__label"]
+    list_select_related = ["device", "topology", "requirement"]

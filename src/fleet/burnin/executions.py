@@ -121,10 +121,19 @@ def _requirement(report: ExecutionReport, target: ReportTarget) -> Requirement:
     return found[0]
 
 
+#: The key of a job's parameters that makes it a culprit-isolation round (`diagnosis.isolation`).
+ISOLATION_PARAMETER = "isolation"
+
+
+def is_diagnostic_job(job: Job | None) -> bool:
+    """A job run for a diagnosis: its executions are evidence for the diagnosis only."""
+    return job is not None and isinstance(job.parameters, dict) and ISOLATION_PARAMETER in job.parameters
+
+
 def _job(report: ExecutionReport, site_id: UUID) -> Job | None:
     if report.job_id is None:
         return None
-    job = Job.objects.filter(id=report.job_id).only("id", "site_id").first()
+    job = Job.objects.filter(id=report.job_id).only("id", "site_id", "parameters").first()
     if job is None or job.site_id != site_id:
         raise ValidationError({"job_id": [f"No job {report.job_id} at this execution's site."]})
     return job
@@ -157,6 +166,7 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
             started_at=report.started_at,
             finished_at=report.finished_at,
             reported_by=reported_by,
+            diagnostic=is_diagnostic_job(job),
             created_at=now,
             updated_at=now,
         )

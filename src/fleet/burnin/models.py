@@ -6,7 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from fleet.core.models import choices_check
-from fleet_rules.vocabulary import ExecutionStatus, Verdict
+from fleet_rules.vocabulary import ExecutionStatus, IsolationStatus, Verdict
 
 SOURCE_KEY_PATTERN = r"^[0-9a-f]{64}$"
 
@@ -36,6 +36,12 @@ class TestExecution(models.Model):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     reported_by = models.CharField(max_length=200, default="")
+    diagnostic = models.BooleanField(
+        default=False,
+        db_default=False,  # raw bulk inserts (the benchmark's seed) need not name it
+        help_text="Run by a culprit-isolation round (its job says so): evidence for the diagnosis only, never a "
+        "target's latest execution.",
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -209,3 +215,61 @@ class ReconcileSweep(models.Model):
     def __str__(self) -> str:
         gate = f" / {self.gate}" if self.gate else ""
         return f"{self.resource_class}{gate}: swept {self.completed_at:%Y-%m-%d %H:%M:%S}"
+
+
+class IsolationPlan(models.Model):
+    """Culprit isolation for one failed rack cohort (topology × multi-node requirement): rounds of
+    diagnostic collectives over subsets of the cohort, bisecting until the device(s) whose
+    presence makes the collective fail are named (`fleet_rules.isolation`). `state` is the
+    planner's state; `rounds` the subsets of every round with their jobs and outcomes."""
+
+    id = models.UUIDField(primary_key=True, editable=False)
+    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+")
+    topology = models.ForeignKey("inventory.Topology", on_delete=models.CASCADE, related_name="isolation_plans")
+    requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+")
+    policy_version = models.PositiveIntegerField()
+    status = models.CharField(max_length=16, choices=IsolationStatus.choices, default=IsolationStatus.RUNNING)
+    cohort = models.JSONField(help_text="Device ids of the failed cohort, sorted.")
+    state = models.JSONField(help_text="The planner's state: groups of suspects, known good, culprits.")
+    rounds = models.JSONField(default=list, help_text="Per round: its subsets, their jobs and outcomes.")
+    max_rounds = models.PositiveSmallIntegerField()
+    requested_by = models.CharField(max_length=200, default="")
+    created_at = models.DateTimeField()
+    updated_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        constraints = [
+            choices_check("status", IsolationStatus, "burnin_isolation_status_valid"),
+            models.UniqueConstraint(
+                fields=["topology", "requirement"],
+                condition=Q(status=IsolationStatus.RUNNING),
+                name="burnin_isolation_one_running_per_cohort",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"isolation of {self.topology} ({self.status})"
+
+
+class DeviceDiagnosis(models.Model):
+    """What a diagnosis found about one device: named by an isolation plan as a device whose
+    presence makes its rack's collective fail."""
+
+    device = models.ForeignKey("inventory.Device", on_delete=models.CASCADE, related_name="diagnoses")
+    plan = models.ForeignKey(IsolationPlan, on_delete=models.CASCADE, related_name="diagnoses")
+    topology = models.ForeignKey("inventory.Topology", on_delete=models.CASCADE, related_name="+")
+    requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+")
+    finding = models.TextField()
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "id"]
+        constraints = [
+            models.UniqueConstraint(fields=["plan", "device"], name="burnin_diagnosis_one_per_plan_device"),
+        ]
+        indexes = [models.Index(fields=["device", "created_at"], name="burnin_diagnosis_device_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.device}: {self.finding}"

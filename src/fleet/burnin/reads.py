@@ -395,7 +395,7 @@ def attempts_under_current_version(targets: Sequence[tuple[UUID, UUID, int]]) ->
     wanted = {(requirement, target): version for requirement, target, version in targets}
     counts: dict[tuple[UUID, UUID], int] = defaultdict(int)
     rows = (
-        TestExecution.objects.filter(requirement_id__in={r for r, _ in wanted})
+        TestExecution.objects.filter(requirement_id__in={r for r, _ in wanted}, diagnostic=False)
         .filter(Q(device_id__in={t for _, t in wanted}) | Q(topology_id__in={t for _, t in wanted}))
         .values_list("requirement_id", "device_id", "topology_id", "job__parameters__policy_version")
         .annotate(n=Count("id"))

@@ -27,16 +27,47 @@ def latest_execution_sql(target: str, columns: str) -> str:
         """(
     (SELECT {columns} FROM {execution} e
      WHERE {target}.device_id IS NOT NULL AND e.requirement_id = {target}.requirement_id
-       AND e.device_id = {target}.device_id
+       AND e.device_id = {target}.device_id AND NOT e.diagnostic
      ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
     UNION ALL
     (SELECT {columns} FROM {execution} e
      WHERE {target}.topology_id IS NOT NULL AND e.requirement_id = {target}.requirement_id
-       AND e.topology_id = {target}.topology_id
+       AND e.topology_id = {target}.topology_id AND NOT e.diagnostic
      ORDER BY e.created_at DESC, e.id DESC LIMIT 1)
 )""",
         target=target,
         columns=columns,
+    )
+
+
+def prior_runs_sql(target: str, latest: str) -> str:
+    """A LATERAL subquery for `consecutive_passes`: the finished executions of the target row
+    `target` (which has `requirement_id`, `device_id`, `topology_id`, `k` and `current_key`)
+    created before its latest execution `latest` and since the policy's version changed (the
+    `since` parameter), newest first, at most k − 1 of them, as parallel arrays of status,
+    evaluation verdict, whether that evaluation is current, and when it was materialised. Runs
+    only for requirements with k > 1, through the same indexes as the latest execution."""
+    branch = """(SELECT e.created_at, e.id, e.status, ev.passed,
+            coalesce(ev.evaluation_source_key = {target}.current_key AND ev.execution_updated_at = e.updated_at,
+                     false) AS current,
+            ev.materialised_at
+     FROM {execution} e
+     LEFT JOIN {evaluation} ev ON ev.execution_id = e.id
+     WHERE {target}.k > 1 AND {target}.{column} IS NOT NULL AND e.requirement_id = {target}.requirement_id
+       AND e.{column} = {target}.{column} AND (e.created_at, e.id) < ({latest}.created_at, {latest}.id)
+       AND e.status <> %(running)s AND NOT e.diagnostic
+       AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s::timestamptz)
+     ORDER BY e.created_at DESC, e.id DESC LIMIT greatest({target}.k - 1, 0))"""
+    return sql(
+        """(
+    SELECT array_agg(r.status ORDER BY r.created_at DESC, r.id DESC) AS statuses,
+           array_agg(r.passed ORDER BY r.created_at DESC, r.id DESC) AS passed,
+           array_agg(r.current ORDER BY r.created_at DESC, r.id DESC) AS current,
+           array_agg(r.materialised_at ORDER BY r.created_at DESC, r.id DESC) AS materialised
+    FROM ({by_device} UNION ALL {by_topology}) r
+)""",
+        by_device=sql(branch.replace("{column}", "device_id"), target=target, latest=latest),
+        by_topology=sql(branch.replace("{column}", "topology_id"), target=target, latest=latest),
     )
 
 

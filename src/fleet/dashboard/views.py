@@ -19,6 +19,7 @@ from django.utils.dateparse import parse_datetime
 from django.views import View
 
 from fleet.burnin import reads
+from fleet.burnin.diagnosis import attempts, isolation, outliers
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
@@ -29,10 +30,11 @@ from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import sites_inventory
 from fleet.jobs.selectors import active_job_counts, job_get, job_page
 from fleet.jobs.services import job_cancel
-from fleet_rules.vocabulary import JobStatus, PlanningMode
+from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
 
 GRID_PAGE = 100
 FAILURES_PAGE = 100
+SUSPECTS_SHOWN = 20
 
 
 def _site(slug: str) -> Site:
@@ -84,7 +86,7 @@ class SitePage(access.Page, View):
         return _page(
             request,
             "dashboard/site.html",
-            {"site": site, "classes": reads.site_progress(site)},
+            {"site": site, "classes": reads.site_progress(site), "flaky": attempts.flaky_rates(site)},
             {"progress": "dashboard/partials/site_progress.html"},
         )
 
@@ -115,11 +117,24 @@ class GridPage(access.Page, View):
                 "classes": classes,
                 "filters": filters,
                 "grid": grid,
+                "outlier_marks": _outlier_marks(site, resource_class),
                 "query": request.GET,
                 "every_failing": ALL_FAILED,
             },
             {"grid": "dashboard/partials/grid_table.html"},
         )
+
+
+def _outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, float]]:
+    """hostname → requirement → the farthest robust z where the device is an outlier (3 queries)."""
+    marks: dict[str, dict[str, float]] = {}
+    for group in outliers.site_outlier_groups(site=site, resource_class=resource_class or None):
+        for o in group.verdict.outliers:
+            by_requirement = marks.setdefault(o.hostname, {})
+            current = by_requirement.get(group.key.requirement)
+            if current is None or abs(o.robust_z) > abs(current):
+                by_requirement[group.key.requirement] = o.robust_z
+    return marks
 
 
 def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, reads.FailureFilters, str, int]:
@@ -148,6 +163,15 @@ class FailuresPage(access.Page, View):
             "dashboard/failures.html",
             {
                 "site": site,
+                "passed_after": _passed_after(site, filters),
+                "diagnoses": isolation.site_diagnoses(site=site, limit=50),
+                "suspects": outliers.site_outliers_page(
+                    site=site,
+                    resource_class=filters.resource_class,
+                    requirement=filters.requirement,
+                    limit=SUSPECTS_SHOWN,
+                    cursor=None,
+                ),
                 "form": form,
                 "rows": rows,
                 "order": order,
@@ -169,7 +193,22 @@ FAILURES_CSV_COLUMNS = [
     "finished_at",
     "attempts",
     "execution_id",
+    "passed_after_attempts",
 ]
+
+
+def _passed_after(site: Site, filters: reads.FailureFilters) -> list[attempts.PassedAfter]:
+    """Passes that followed failures or errors under the current version (not when the list is
+    filtered to one failing verdict)."""
+    if filters.verdict:
+        return []
+    rows = attempts.passes_after_failures(site)
+    return [
+        r
+        for r in rows
+        if (not filters.resource_class or r.resource_class == filters.resource_class)
+        and (not filters.requirement or r.requirement == filters.requirement)
+    ]
 
 
 class FailuresCsv(access.Page, View):
@@ -198,6 +237,23 @@ class FailuresCsv(access.Page, View):
                         row.finished_at.isoformat() if row.finished_at else "",
                         row.attempts,
                         row.execution_id or "",
+                        "",
+                    ]
+                )
+                yield out.take()
+            for passed in _passed_after(site, filters):
+                writer.writerow(
+                    [
+                        passed.target,
+                        passed.resource_class,
+                        passed.requirement,
+                        Verdict.PASSED,
+                        "",
+                        "",
+                        "",
+                        passed.summary.attempts,
+                        passed.execution_id or "",
+                        passed.summary.passed_after,
                     ]
                 )
                 yield out.take()
@@ -227,7 +283,20 @@ class DevicePage(access.Page, View):
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
         site = _site(slug)
         detail = reads.device_detail(site, hostname)
-        return render(request, "dashboard/device.html", {"site": site, "detail": detail})
+        return render(
+            request,
+            "dashboard/device.html",
+            {
+                "site": site,
+                "detail": detail,
+                "attempts": attempts.device_page_attempts(detail),
+                "diagnoses": isolation.site_diagnoses(site=site, device_id=detail.device.id),
+                "outliers": outliers.device_outliers(
+                    outliers.site_outlier_groups(site=site, resource_class=detail.device.resource_class),
+                    detail.device.id,
+                ),
+            },
+        )
 
 
 class ExecutionPage(access.Page, View):
@@ -244,13 +313,26 @@ class MetricsPage(access.Page, View):
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:
         site = _site(slug)
         pictures = reads.metric_pictures(site, requirement)
+        # Outliers among siblings, per (resource class, metric, statistic): hostname → robust z.
+        marked: dict[tuple[str, str, str | None], dict[str, float]] = {}
+        for group in outliers.site_outlier_groups(site=site, requirement=requirement):
+            key = (group.key.resource_class, group.key.metric, group.key.statistic)
+            marked[key] = {o.hostname: o.robust_z for o in group.verdict.outliers}
         drawn = []
         for picture in pictures:
             threshold = picture.rule.threshold
             numeric = threshold if isinstance(threshold, int | float) and not isinstance(threshold, bool) else None
             strip = charts.strip([p.value for p in picture.points], float(numeric) if numeric is not None else None)
+            far = marked.get((picture.resource_class, picture.rule.metric, picture.rule.statistic), {})
             drawn.append(
-                {"picture": picture, "strip": strip, "placed": list(zip(picture.points, strip.points, strict=True))}
+                {
+                    "picture": picture,
+                    "strip": strip,
+                    "placed": [
+                        (point, at, far.get(point.target))
+                        for point, at in zip(picture.points, strip.points, strict=True)
+                    ],
+                }
             )
         return render(
             request,

@@ -324,10 +324,11 @@ class _Applier:
         if judged_change:
             old = policy.version
             policy.version = old + 1
+            policy.version_changed_at = self.now
             self.summary.policy_versions[policy.resource_class] = (old, policy.version)
         if judged_change or description_changed:
             policy.description = decl.description
-            policy.save(update_fields=["version", "description", "updated_at"])
+            policy.save(update_fields=["version", "version_changed_at", "description", "updated_at"])
             self.count("policies", Change.UPDATED)
         else:
             self.count("policies", Change.UNCHANGED)
@@ -341,11 +342,16 @@ class _Applier:
             "test": decl.test,
             "rerunnable": decl.rerunnable,
             "parameter_constraints": decl.parameter_constraints,
+            "consecutive_passes": decl.consecutive_passes,
         }
         changed = False
         if requirement is None:
             requirement = Requirement.objects.create(
-                policy=policy, name=decl.name, retired_at=self.now if decl.retired else None, **fields
+                policy=policy,
+                name=decl.name,
+                retired_at=self.now if decl.retired else None,
+                outlier_k=decl.outlier_k,
+                **fields,
             )
             self.count("requirements", Change.CREATED)
             changed = True
@@ -360,8 +366,14 @@ class _Applier:
                 requirement.save()
                 self.count("requirements", Change.UPDATED)
                 changed = True
+            elif requirement.outlier_k != decl.outlier_k:
+                self.count("requirements", Change.UPDATED)
             else:
                 self.count("requirements", Change.UNCHANGED)
+            if requirement.outlier_k != decl.outlier_k:
+                # Diagnosis only: which siblings are outliers judges no target, so no new version.
+                requirement.outlier_k = decl.outlier_k
+                requirement.save(update_fields=["outlier_k", "updated_at"])
 
         current = rules_by_requirement.get(requirement.id, {})
         wanted = {(t.metric, t.statistic, self.site_ids.get(t.site) if t.site else None): t for t in decl.thresholds}

@@ -14,7 +14,7 @@ from typing import Any, Literal, TypeVar, overload
 import yaml
 
 from fleet.inventory.models import SLUG_PATTERN
-from fleet.policies.models import GATE_PATTERN
+from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
 from fleet_rules.vocabulary import (
     RACK_ACCEPTANCE,
     Comparator,
@@ -48,6 +48,8 @@ class RequirementDecl:
     parameter_constraints: dict[str, Any]
     retired: bool
     thresholds: list[ThresholdDecl]
+    consecutive_passes: int = 1
+    outlier_k: float | None = None
 
 
 @dataclass
@@ -238,6 +240,24 @@ class _Reader:
             self.problem(f"{where}.{key}", f"must be true or false, got {_type_name(value)}")
             return default
         return value
+
+    def integer(self, parent: dict[str, Any], key: str, where: str, *, default: int, low: int, high: int) -> int:
+        value = parent.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return default
+        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+            self.problem(f"{where}.{key}", f"must be a whole number from {low} to {high}, got {value!r}")
+            return default
+        return value
+
+    def positive_number(self, parent: dict[str, Any], key: str, where: str) -> float | None:
+        value = parent.get(key, _MISSING)
+        if value is _MISSING or value is None:
+            return None
+        if not _is_number(value) or value <= 0:
+            self.problem(f"{where}.{key}", f"must be a positive finite number, got {value!r}")
+            return None
+        return float(value)
 
     def object(self, parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
         value = parent.get(key, _MISSING)
@@ -448,6 +468,8 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
             "parameter_constraints",
             "retired",
             "thresholds",
+            "consecutive_passes",
+            "outlier_k",
         },
     )
     if m is None:
@@ -502,6 +524,8 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
         parameter_constraints=constraints,
         retired=r.boolean(m, "retired", where, default=False),
         thresholds=[t for _, t in thresholds],
+        consecutive_passes=r.integer(m, "consecutive_passes", where, default=1, low=1, high=MAX_CONSECUTIVE_PASSES),
+        outlier_k=r.positive_number(m, "outlier_k", where),
     )
 
 

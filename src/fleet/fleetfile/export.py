@@ -72,6 +72,10 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
             entry["parameter_constraints"] = r.parameter_constraints
         if r.retired_at is not None:
             entry["retired"] = True
+        if r.consecutive_passes != 1:
+            entry["consecutive_passes"] = r.consecutive_passes
+        if r.outlier_k is not None:
+            entry["outlier_k"] = r.outlier_k
         entry["thresholds"] = rules[r.id]
         requirements[r.policy_id].append(entry)
 

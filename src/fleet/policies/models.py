@@ -10,6 +10,8 @@ from fleet.core.models import TimeStamped, choices_check, new_uuid
 from fleet_rules.vocabulary import RACK_ACCEPTANCE, Comparator, RequirementScope, TopologyUnit
 
 GATE_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
+#: A requirement may demand at most this many consecutive passes (each is a full rerun).
+MAX_CONSECUTIVE_PASSES = 10
 
 
 class AcceptancePolicy(TimeStamped):
@@ -20,6 +22,12 @@ class AcceptancePolicy(TimeStamped):
     resource_class = models.CharField(max_length=255, unique=True)
     description = models.TextField(blank=True, default="")
     version = models.PositiveIntegerField(default=1)
+    version_changed_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When `version` last rose (null: never since it was created). Executions created since "
+        "then are the attempts under the current version.",
+    )
 
     class Meta:
         ordering = ["resource_class"]
@@ -47,6 +55,12 @@ class Requirement(TimeStamped):
     retired_at = models.DateTimeField(
         null=True, blank=True, help_text="A retired requirement governs nothing; its projection rows go."
     )
+    consecutive_passes = models.PositiveSmallIntegerField(
+        default=1, help_text="Passed only when the target's latest this many finished executions all passed."
+    )
+    outlier_k = models.FloatField(
+        null=True, blank=True, help_text="Robust z-score beyond which a sibling is an outlier (null: 3.5)."
+    )
 
     class Meta:
         ordering = ["policy__resource_class", "name"]
@@ -60,6 +74,13 @@ class Requirement(TimeStamped):
                     | (Q(scope=RequirementScope.SINGLE_NODE, unit__isnull=True) & ~Q(gate=RACK_ACCEPTANCE))
                 ),
                 name="policies_requirement_multi_node_iff_unit_iff_rack_acceptance",
+            ),
+            models.CheckConstraint(
+                condition=Q(consecutive_passes__gte=1, consecutive_passes__lte=MAX_CONSECUTIVE_PASSES),
+                name="policies_requirement_consecutive_passes_range",
+            ),
+            models.CheckConstraint(
+                condition=Q(outlier_k__isnull=True) | Q(outlier_k__gt=0), name="policies_requirement_outlier_k_positive"
             ),
         ]
         indexes = [models.Index(fields=["policy", "gate"], name="policies_requirement_gate_idx")]

@@ -12,7 +12,8 @@ is salted per process), so two agents with the same seed, or a test predicting o
 
 Healthy values sit comfortably inside the example acceptance thresholds (examples/fleet.yaml) and fault
 values clearly outside them. A multi-node collective is degraded when any member has a network or NVLink
-fault active on that attempt, as one bad link slows a whole ring.
+fault active on that attempt, as one bad link slows a whole ring; `fabric_faults` names devices whose
+fabric fault fails every collective that includes them (culprit isolation's test case).
 """
 
 from __future__ import annotations
@@ -148,6 +149,7 @@ class SimulatedExecutor:
         errored_share: float = 0.0,
         slow_share: float = 0.05,
         time_scale: float = 0.0,
+        fabric_faults: frozenset[str] = frozenset(),
     ) -> None:
         for label, share in (
             ("faulty_share", faulty_share),
@@ -165,6 +167,9 @@ class SimulatedExecutor:
         self.errored_share = errored_share
         self.slow_share = slow_share
         self.time_scale = time_scale
+        #: Devices (hostname or id) with a permanent fabric fault: every collective that includes
+        #: them is degraded, on every attempt, whatever the seed; their single-node tests pass.
+        self.fabric_faults = frozenset(fabric_faults)
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: the simulation models single-node tests and collectives."""
@@ -271,7 +276,12 @@ class SimulatedExecutor:
                 and MULTINODE_TEST in fault.tests
                 and fault.active(attempt)
             ]
-            return _multinode(hardware, run.targets, {fault.device_id for fault in faulty}, rng)
+            degraded = {fault.device_id for fault in faulty} | {
+                target.device_id
+                for target in run.targets
+                if target.device_id in self.fabric_faults or target.hostname in self.fabric_faults
+            }
+            return _multinode(hardware, run.targets, degraded, rng)
         fault = self.fault_of(run.targets[0].device_id)
         active = fault if fault is not None and run.test in fault.tests and fault.active(attempt) else None
         model = _SINGLE_NODE_MODELS[run.test]

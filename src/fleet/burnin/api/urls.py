@@ -1,6 +1,6 @@
 from django.urls import path
 
-from fleet.burnin.api import rerun_views, views
+from fleet.burnin.api import diagnosis_views, rerun_views, views
 
 urlpatterns = [
     path(
@@ -22,4 +22,31 @@ urlpatterns = [
         name="rerun-dispatch",
     ),
     path("burn-in/policy-progress/reconcile/", views.PolicyProgressReconcileView.as_view(), name="progress-reconcile"),
+]
+
+# --- diagnosis ------------------------------------------------------------------------------------
+urlpatterns += [
+    path("burn-in/sites/<uuid:site_id>/outliers/", diagnosis_views.SiteOutliersView.as_view(), name="site-outliers"),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/",
+        diagnosis_views.IsolationPlanPreviewView.as_view(),
+        name="isolation-preview",
+    ),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/dispatch/",
+        diagnosis_views.IsolationPlanDispatchView.as_view(),
+        name="isolation-dispatch",
+    ),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/<uuid:plan_id>/",
+        diagnosis_views.IsolationPlanView.as_view(),
+        name="isolation-plan",
+    ),
+    path(
+        "burn-in/sites/<uuid:site_id>/isolation-plans/<uuid:plan_id>/advance/",
+        diagnosis_views.IsolationPlanAdvanceView.as_view(),
+        name="isolation-advance",
+    ),
+    path("burn-in/sites/<uuid:site_id>/diagnoses/", diagnosis_views.SiteDiagnosesView.as_view(), name="diagnoses"),
+    path("burn-in/sites/<uuid:site_id>/attempts/", diagnosis_views.TargetAttemptsView.as_view(), name="attempts"),
 ]

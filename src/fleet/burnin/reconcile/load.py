@@ -10,16 +10,17 @@ from uuid import UUID
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-from fleet.burnin.selectors import latest_execution_sql
+from fleet.burnin.selectors import latest_execution_sql, prior_runs_sql
 from fleet.burnin.tables import sql
 from fleet.inventory.identity import Actor
 from fleet.inventory.models import Satellite
 from fleet.inventory.selectors import satellite_acting
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet.policies.selectors import load_resolutions
+from fleet_rules.attempts import PriorRun
 from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.verdicts import Evidence, StoredRow
-from fleet_rules.vocabulary import RequirementScope
+from fleet_rules.vocabulary import ExecutionStatus, RequirementScope
 
 
 @dataclass(frozen=True)
@@ -99,6 +100,8 @@ def scope_params(scope: ReconcileScope) -> dict[str, Any]:
         "gate": scope.gate,
         "single_node": RequirementScope.SINGLE_NODE,
         "multi_node": RequirementScope.MULTI_NODE,
+        "since": scope.policy.version_changed_at,
+        "running": ExecutionStatus.RUNNING,
     }
 
 
@@ -114,8 +117,13 @@ def _target_branches(scope: ReconcileScope, after: tuple[str, UUID] | None, para
     for index, requirement in _ahead(scope, after):
         params[f"req{index}"] = requirement.id
         params[f"name{index}"] = requirement.name
+        params[f"k{index}"] = requirement.consecutive_passes
+        params[f"key{index}"] = scope.current_keys[requirement.id]
         resume = " AND {alias}.id > %(after_id)s" if after is not None and requirement.name == after[0] else ""
-        head = f"SELECT %(req{index})s::uuid AS requirement_id, %(name{index})s::varchar AS requirement_name"
+        head = (
+            f"SELECT %(req{index})s::uuid AS requirement_id, %(name{index})s::varchar AS requirement_name, "
+            f"%(k{index})s::int AS k, %(key{index})s::varchar AS current_key"
+        )
         if requirement.scope == RequirementScope.SINGLE_NODE:
             branches.append(
                 sql(
@@ -197,9 +205,12 @@ SELECT 0 AS kind, page.requirement_id, page.requirement_name COLLATE "C" AS requ
        x.id, x.status, x.updated_at,
        ev.passed, ev.evaluation_source_key, ev.execution_updated_at, ev.materialised_at,
        p.id, p.verdict, p.execution_id, p.evaluation_source_key, p.policy_version, p.watermark,
-       p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s, p.gate
+       p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s, p.gate,
+       page.k, %(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz,
+       prior.statuses, prior.passed, prior.current, prior.materialised
 FROM page
 LEFT JOIN LATERAL {latest} x ON true
+LEFT JOIN LATERAL {prior} prior ON true
 LEFT JOIN LATERAL (
     SELECT e.passed, e.evaluation_source_key, e.execution_updated_at, e.materialised_at
     FROM {evaluation} e WHERE e.execution_id = x.id LIMIT 1
@@ -211,11 +222,12 @@ LEFT JOIN LATERAL (
 ) p ON true
 UNION ALL
 SELECT 1, o.requirement_id, NULL, o.target_id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       o.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL
+       o.id, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL
 FROM ({{orphans}}) AS o
 ORDER BY kind, requirement_name, target_id
 """,
-    latest=latest_execution_sql("page", "e.id, e.status, e.updated_at"),
+    latest=latest_execution_sql("page", "e.id, e.status, e.updated_at, e.created_at"),
+    prior=prior_runs_sql("page", "x"),
 )
 
 _COUNT = sql(
@@ -258,6 +270,9 @@ class TargetRow:
     evidence: Evidence | None
     stored: StoredRow | None
     stored_in_scope: bool  # a stored row that already belongs to this scope (and gate)
+    consecutive_passes: int = 1
+    latest_counts: bool = True  # the latest execution was created under the current policy version
+    prior: tuple[PriorRun, ...] = ()  # up to k − 1 finished runs before it under that version
 
 
 @dataclass(frozen=True)
@@ -291,7 +306,10 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
             continue
         (req_id, req_name, target_id, device_id, topology_id, ex_id, ex_status, ex_updated) = row[1:9]
         (ev_passed, ev_key, ev_for, ev_at) = row[9:13]
-        (p_id, p_verdict, p_execution, p_key, p_version, p_watermark, p_same, p_gate) = row[13:]
+        (p_id, p_verdict, p_execution, p_key, p_version, p_watermark, p_same, p_gate) = row[13:21]
+        (k, latest_counts, prior_status, prior_passed, prior_current, prior_at) = row[21:]
+        runs = zip(prior_status or (), prior_passed or (), prior_current or (), prior_at or (), strict=True)
+        prior = tuple(PriorRun(*run) for run in runs)
         gate = gates[req_id]
         evidence = (
             Evidence(ex_id, ex_status, ex_updated, ev_passed, ev_key, ev_for, ev_at) if ex_id is not None else None
@@ -301,6 +319,21 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
             StoredRow(p_verdict, p_execution, p_key, p_version, p_watermark, in_scope) if p_id is not None else None
         )
         in_scope = in_scope and p_id is not None
-        targets.append(TargetRow(req_id, req_name, gate, target_id, device_id, topology_id, evidence, stored, in_scope))
+        targets.append(
+            TargetRow(
+                req_id,
+                req_name,
+                gate,
+                target_id,
+                device_id,
+                topology_id,
+                evidence,
+                stored,
+                in_scope,
+                k,
+                bool(latest_counts),
+                prior,
+            )
+        )
     has_more = len(targets) > limit
     return LoadedPage(targets[:limit], has_more, orphans)

@@ -20,6 +20,7 @@ from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets
 from fleet.burnin.reconcile.write import SweepRecord, cleanup, page_write, sweep_record
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.identity import Actor
+from fleet_rules.attempts import require_consecutive
 from fleet_rules.verdicts import Derived, RowAction, decide_row, derive_verdict
 
 logger = logging.getLogger("fleet.reconcile")
@@ -112,7 +113,12 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     intended_writes: set[tuple[UUID, UUID]] = set()
     kept_in_scope = 0  # stored rows of this scope the page leaves as they are
     for target in targets:
-        derived = derive_verdict(target.evidence, scope.current_keys[target.requirement_id])
+        derived = require_consecutive(
+            derive_verdict(target.evidence, scope.current_keys[target.requirement_id]),
+            k=target.consecutive_passes,
+            latest_counts=target.latest_counts,
+            prior=target.prior,
+        )
         if derived is None:
             page.deferred += 1
             kept_in_scope += target.stored_in_scope

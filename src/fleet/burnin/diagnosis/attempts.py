@@ -1,0 +1,238 @@
+"""Attempt history under the current policy version: per target, its executions since the policy's
+version last rose (`AcceptancePolicy.version_changed_at`) and their verdicts; the passes that
+came after failures ("passed after N attempts"); and each requirement's flaky rate at a site
+(targets whose verdict changed between attempts without a policy change). Each read is a fixed
+number of queries; the rules are `fleet_rules.attempts`.
+
+An attempt's verdict is its evaluation's, when that evaluation is for the execution's current
+`updated_at` (`errored` for an errored execution); a running or unevaluated attempt has none and
+is not counted.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from django.db import connection
+
+from fleet.burnin.models import TestExecution
+from fleet.burnin.reads import DeviceDetail
+from fleet.burnin.tables import sql
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.models import Device, Site, Topology
+from fleet.policies.models import AcceptancePolicy, Requirement
+from fleet_rules.attempts import Attempt, AttemptSummary, judged, summarise
+from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
+
+_SINCE = "(pol.version_changed_at IS NULL OR e.created_at >= pol.version_changed_at)"
+
+_HISTORIES = sql(
+    """
+SELECT t.requirement_id, t.target_id, h.status, h.passed
+FROM unnest(%(requirements)s::uuid[], %(targets)s::uuid[]) AS t(requirement_id, target_id)
+JOIN {requirement} r ON r.id = t.requirement_id
+JOIN {policy} pol ON pol.id = r.policy_id
+CROSS JOIN LATERAL (
+    SELECT e.created_at, e.id, e.status,
+           CASE WHEN ev.execution_updated_at = e.updated_at THEN ev.passed END AS passed
+    FROM {execution} e LEFT JOIN {evaluation} ev ON ev.execution_id = e.id
+    WHERE e.requirement_id = t.requirement_id AND (e.device_id = t.target_id OR e.topology_id = t.target_id)
+      AND NOT e.diagnostic AND {since}
+) h
+ORDER BY t.requirement_id, t.target_id, h.created_at, h.id
+""",
+    policy=AcceptancePolicy._meta.db_table,
+    since=_SINCE,
+)
+
+
+def attempt_summaries(targets: Sequence[tuple[UUID, UUID]]) -> dict[tuple[UUID, UUID], AttemptSummary]:
+    """(requirement, target) → what its attempts under the current version say (one query)."""
+    if not targets:
+        return {}
+    histories: dict[tuple[UUID, UUID], list[Attempt]] = defaultdict(list)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _HISTORIES,
+            {"requirements": [r for r, _ in targets], "targets": [t for _, t in targets]},
+        )
+        for requirement_id, target_id, status, passed in cursor.fetchall():
+            histories[(requirement_id, target_id)].append(Attempt(status, judged(status, passed)))
+    return {key: summarise(histories.get(key, [])) for key in targets}
+
+
+@dataclass(frozen=True)
+class PassedAfter:
+    """A target that passed after failing or erroring under the current version."""
+
+    target: str
+    device_id: UUID | None
+    topology_id: UUID | None
+    resource_class: str
+    requirement: str
+    execution_id: UUID | None
+    summary: AttemptSummary
+
+
+_PASSED_AFTER = sql(
+    """
+SELECT p.requirement_id, p.target_id, p.device_id, p.topology_id, coalesce(d.hostname, t.label), p.resource_class,
+       r.name, p.execution_id
+FROM {progress} p
+JOIN {requirement} r ON r.id = p.requirement_id
+JOIN {policy} pol ON pol.id = r.policy_id
+LEFT JOIN {device} d ON d.id = p.device_id
+LEFT JOIN {topology} t ON t.id = p.topology_id
+WHERE p.site_id = %(site)s AND p.verdict = %(passed)s AND p.policy_version = pol.version
+  AND EXISTS (
+    SELECT 1 FROM {execution} e JOIN {evaluation} ev ON ev.execution_id = e.id
+    WHERE e.requirement_id = p.requirement_id AND (e.device_id = p.target_id OR e.topology_id = p.target_id)
+      AND NOT e.diagnostic AND {since} AND (e.status = %(errored)s OR NOT ev.passed)
+  )
+ORDER BY r.name, coalesce(d.hostname, t.label)
+LIMIT %(limit)s
+""",
+    policy=AcceptancePolicy._meta.db_table,
+    since=_SINCE,
+)
+
+
+def passes_after_failures(site: Site, *, limit: int = 200) -> list[PassedAfter]:
+    """Targets at the site whose passed row follows failures or errors under the current
+    version, with their attempt summaries (two queries)."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _PASSED_AFTER,
+            {"site": site.id, "passed": Verdict.PASSED, "errored": ExecutionStatus.ERRORED, "limit": limit},
+        )
+        rows = cursor.fetchall()
+    summaries = attempt_summaries([(row[0], row[1]) for row in rows])
+    return [
+        PassedAfter(label, device_id, topology_id, rc, name, execution_id, summaries[(requirement_id, target_id)])
+        for requirement_id, target_id, device_id, topology_id, label, rc, name, execution_id in rows
+    ]
+
+
+@dataclass(frozen=True)
+class FlakyRate:
+    flaky: int  # targets whose verdict changed between attempts
+    judged: int  # targets with at least one judged attempt
+
+    @property
+    def share(self) -> float:
+        return self.flaky / self.judged if self.judged else 0.0
+
+
+_FLAKY = sql(
+    """
+WITH runs AS (
+    SELECT pol.resource_class, r.name, coalesce(e.device_id, e.topology_id) AS target,
+           CASE WHEN e.status = %(errored)s THEN 0 WHEN ev.passed THEN 1 ELSE 2 END AS outcome
+    FROM {execution} e
+    JOIN {requirement} r ON r.id = e.requirement_id
+    JOIN {policy} pol ON pol.id = r.policy_id
+    JOIN {evaluation} ev ON ev.execution_id = e.id AND ev.execution_updated_at = e.updated_at
+    WHERE e.site_id = %(site)s AND e.status <> %(running)s AND NOT e.diagnostic AND r.retired_at IS NULL
+      AND {since}
+), targets AS (
+    SELECT resource_class, name, target, count(DISTINCT outcome) AS outcomes FROM runs GROUP BY 1, 2, 3
+)
+SELECT resource_class, name, count(*) FILTER (WHERE outcomes > 1), count(*) FROM targets GROUP BY 1, 2
+""",
+    policy=AcceptancePolicy._meta.db_table,
+    since=_SINCE,
+)
+
+
+def flaky_rates(site: Site) -> dict[str, dict[str, FlakyRate]]:
+    """resource class → requirement name → its flaky rate at the site (one query)."""
+    rates: dict[str, dict[str, FlakyRate]] = defaultdict(dict)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            _FLAKY, {"site": site.id, "errored": ExecutionStatus.ERRORED, "running": ExecutionStatus.RUNNING}
+        )
+        for rc, name, flaky, judged_targets in cursor.fetchall():
+            rates[rc][name] = FlakyRate(flaky, judged_targets)
+    return dict(rates)
+
+
+def device_page_attempts(detail: DeviceDetail) -> dict[str, AttemptSummary]:
+    """requirement name → the attempt summary of its target for one device (the device itself,
+    or its topology of the requirement's unit): two queries."""
+    by_unit = {t.unit: t.id for t in detail.topologies}
+    targets: dict[tuple[UUID, UUID], str] = {}
+    for r in Requirement.objects.filter(
+        policy__resource_class=detail.device.resource_class, retired_at__isnull=True
+    ).only("id", "name", "scope", "unit"):
+        target = by_unit.get(r.unit) if r.scope == RequirementScope.MULTI_NODE and r.unit else detail.device.id
+        if target is not None:
+            targets[(r.id, target)] = r.name
+    return {targets[key]: summary for key, summary in attempt_summaries(list(targets)).items()}
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    execution_id: UUID
+    status: str
+    verdict: Verdict | None
+    created_at: datetime
+    finished_at: datetime | None
+    job_id: UUID | None
+
+
+@dataclass(frozen=True)
+class TargetAttempts:
+    requirement: str
+    target_id: UUID
+    target: str  # hostname or label
+    policy_version: int
+    consecutive_passes_required: int
+    attempts: list[AttemptRow]  # oldest first
+    summary: AttemptSummary
+
+
+def target_attempts(*, site: Site, requirement_name: str, target_id: UUID) -> TargetAttempts:
+    """One target's attempts under the current policy version, oldest first, with their summary
+    (404 for a target not at the site or a requirement that does not judge it). Four queries."""
+    device = Device.objects.filter(id=target_id, site=site).first()
+    topology = None if device is not None else Topology.objects.filter(id=target_id, site=site).first()
+    if device is None and topology is None:
+        raise NotFoundError(f"No device or topology {target_id} at site {site.slug}.")
+    requirements = Requirement.objects.select_related("policy").filter(name=requirement_name, retired_at__isnull=True)
+    if device is not None:
+        requirement = requirements.filter(
+            scope=RequirementScope.SINGLE_NODE, policy__resource_class=device.resource_class
+        ).first()
+    else:
+        assert topology is not None
+        classes = Device.objects.filter(memberships__topology=topology).values("resource_class")
+        requirement = requirements.filter(
+            scope=RequirementScope.MULTI_NODE, unit=topology.unit, policy__resource_class__in=classes
+        ).first()
+    if requirement is None:
+        raise NotFoundError(f"No active requirement {requirement_name!r} judges this target.")
+    since = requirement.policy.version_changed_at
+    executions = TestExecution.objects.filter(requirement=requirement, diagnostic=False).select_related("evaluation")
+    executions = executions.filter(device=device) if device is not None else executions.filter(topology=topology)
+    if since is not None:
+        executions = executions.filter(created_at__gte=since)
+    rows = []
+    for e in executions.order_by("created_at", "id"):
+        evaluation = getattr(e, "evaluation", None)
+        passed = (
+            evaluation.passed if evaluation is not None and evaluation.execution_updated_at == e.updated_at else None
+        )
+        rows.append(AttemptRow(e.id, e.status, judged(e.status, passed), e.created_at, e.finished_at, e.job_id))
+    return TargetAttempts(
+        requirement=requirement.name,
+        target_id=target_id,
+        target=device.hostname if device is not None else topology.label if topology is not None else "",
+        policy_version=requirement.policy.version,
+        consecutive_passes_required=requirement.consecutive_passes,
+        attempts=rows,
+        summary=summarise([Attempt(r.status, r.verdict) for r in rows]),
+    )

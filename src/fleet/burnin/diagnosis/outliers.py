@@ -1,0 +1,223 @@
+"""Outliers at a site: load every sample in a fixed number of queries, decide in
+`fleet_rules.outliers`, then sort and page.
+
+A sample is a device's latest *passing* evidence for a single-node requirement: the execution
+behind its `passed` projection row at the policy's current version, and the value each resolved
+threshold rule of the requirement compares. Groups are (resource class, requirement, metric,
+statistic) at the site. The number of queries does not depend on the fleet's size: the work does.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from uuid import UUID
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import connection
+
+from fleet.burnin.tables import sql
+from fleet.core.cursors import cursor_decode, cursor_encode
+from fleet.inventory.models import Site
+from fleet.policies.models import Requirement
+from fleet.policies.selectors import load_resolutions
+from fleet_rules.outliers import DEFAULT_K, DEFAULT_MIN_GROUP, GroupVerdict, Sample, find_outliers
+from fleet_rules.vocabulary import OutlierGroupReason, RequirementScope, Verdict
+
+_SAMPLES = sql(
+    """
+SELECT rule.n, p.device_id, d.hostname,
+       CASE WHEN jsonb_typeof(v.value) = 'number' THEN (v.value)::text::float8 END
+FROM unnest(%(requirements)s::uuid[], %(metrics)s::text[], %(statistics)s::text[], %(ordinals)s::int[],
+            %(versions)s::int[]) AS rule(requirement_id, metric, statistic, n, version)
+JOIN {progress} p ON p.requirement_id = rule.requirement_id AND p.site_id = %(site)s
+     AND p.device_id IS NOT NULL AND p.verdict = %(passed)s AND p.policy_version = rule.version
+JOIN {execution} x ON x.id = p.execution_id
+JOIN {device} d ON d.id = p.device_id
+CROSS JOIN LATERAL (
+    SELECT CASE WHEN rule.statistic IS NULL THEN x.metrics -> rule.metric -> 'value'
+                ELSE x.metrics -> rule.metric -> 'statistics' -> rule.statistic END AS value
+) v
+ORDER BY rule.n, d.hostname
+"""
+)
+
+
+@dataclass(frozen=True)
+class GroupKey:
+    resource_class: str
+    requirement_id: UUID
+    requirement: str
+    metric: str
+    statistic: str | None
+    comparator: str
+    k: float
+
+
+@dataclass(frozen=True)
+class Group:
+    key: GroupKey
+    verdict: GroupVerdict
+    min_group: int
+
+    @property
+    def outlier_count(self) -> int:
+        return len(self.verdict.outliers)
+
+    @property
+    def explanation(self) -> str | None:
+        """Why the group names no outlier, in words."""
+        reason, v = self.verdict.reason, self.verdict
+        if reason is None:
+            return None
+        if reason == OutlierGroupReason.TOO_FEW_DEVICES:
+            return f"{v.size} device(s) with a passing sample; outliers need at least {self.min_group}"
+        if reason == OutlierGroupReason.MAD_ZERO:
+            return "at least half the devices measured the same value (MAD 0): no spread to compare with"
+        if reason == OutlierGroupReason.NO_BAD_SIDE:
+            return "an eq rule has no worse side"
+        return f"no device beyond robust z {self.key.k:g} on the bad side"
+
+
+@dataclass(frozen=True)
+class OutlierItem:
+    device_id: UUID
+    hostname: str
+    resource_class: str
+    requirement: str
+    metric: str
+    statistic: str | None
+    value: float
+    median: float
+    mad: float
+    robust_z: float
+    k: float
+
+
+@dataclass(frozen=True)
+class OutliersPage:
+    items: list[OutlierItem]
+    next_cursor: str | None
+    groups: list[Group]  # every group looked at, with why it names none when it does not
+
+    @property
+    def total(self) -> int:
+        return sum(len(g.verdict.outliers) for g in self.groups)
+
+
+def min_group_size() -> int:
+    return int(getattr(settings, "FLEET_OUTLIER_MIN_GROUP", DEFAULT_MIN_GROUP))
+
+
+def site_outlier_groups(
+    *, site: Site, resource_class: str | None = None, requirement: str | None = None
+) -> list[Group]:
+    """Every (resource class, requirement, metric, statistic) group at the site, decided. Three
+    queries whatever the fleet's size: requirements, their resolved rules, the samples."""
+    requirements = list(
+        Requirement.objects.select_related("policy")
+        .filter(scope=RequirementScope.SINGLE_NODE, retired_at__isnull=True)
+        .order_by("policy__resource_class", "name")
+    )
+    if resource_class:
+        requirements = [r for r in requirements if r.policy.resource_class == resource_class]
+    if requirement:
+        requirements = [r for r in requirements if r.name == requirement]
+    resolutions = load_resolutions((r.id, site.id) for r in requirements)
+    keys: list[GroupKey] = []
+    versions: list[int] = []
+    for r in requirements:
+        for rule in resolutions[(r.id, site.id)].rules:
+            if isinstance(rule["threshold"], str):
+                continue  # a string rule has no distance to measure
+            keys.append(
+                GroupKey(
+                    r.policy.resource_class,
+                    r.id,
+                    r.name,
+                    rule["metric"],
+                    rule.get("statistic"),
+                    rule["comparator"],
+                    r.outlier_k if r.outlier_k is not None else DEFAULT_K,
+                )
+            )
+            versions.append(r.policy.version)
+    samples: dict[int, list[Sample]] = defaultdict(list)
+    if keys:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                _SAMPLES,
+                {
+                    "requirements": [k.requirement_id for k in keys],
+                    "metrics": [k.metric for k in keys],
+                    "statistics": [k.statistic for k in keys],
+                    "ordinals": list(range(1, len(keys) + 1)),
+                    "versions": versions,
+                    "site": site.id,
+                    "passed": Verdict.PASSED,
+                },
+            )
+            for n, device_id, hostname, value in cursor.fetchall():
+                if value is not None:
+                    samples[n].append(Sample(device_id, hostname, value))
+    minimum = min_group_size()
+    return [
+        Group(key, find_outliers(samples[n], comparator=key.comparator, k=key.k, min_group=minimum), minimum)
+        for n, key in enumerate(keys, start=1)
+    ]
+
+
+CURSOR_PURPOSE = "outliers"
+
+
+def site_outliers_page(
+    *,
+    site: Site,
+    resource_class: str | None,
+    requirement: str | None,
+    limit: int,
+    cursor: str | None,
+) -> OutliersPage:
+    """The site's outliers, farthest out first (then by hostname), `limit` at a time."""
+    offset = 0
+    scope = [str(site.id), resource_class or "", requirement or ""]
+    if cursor:
+        payload = cursor_decode(cursor, purpose=CURSOR_PURPOSE)
+        if payload.get("s") != scope or not isinstance(payload.get("o"), int) or payload["o"] < 0:
+            raise ValidationError({"cursor": ["The cursor belongs to another query."]})
+        offset = payload["o"]
+    groups = site_outlier_groups(site=site, resource_class=resource_class, requirement=requirement)
+    items = [
+        OutlierItem(
+            o.device_id,
+            o.hostname,
+            g.key.resource_class,
+            g.key.requirement,
+            g.key.metric,
+            g.key.statistic,
+            o.value,
+            g.verdict.median or 0.0,
+            g.verdict.mad or 0.0,
+            o.robust_z,
+            g.key.k,
+        )
+        for g in groups
+        for o in g.verdict.outliers
+    ]
+    items.sort(key=lambda i: (-abs(i.robust_z), i.hostname, i.requirement, i.metric, i.statistic or ""))
+    page = items[offset : offset + limit]
+    more = offset + limit < len(items)
+    return OutliersPage(
+        items=page,
+        next_cursor=cursor_encode({"s": scope, "o": offset + limit}, purpose=CURSOR_PURPOSE) if more else None,
+        groups=groups,
+    )
+
+
+def device_outliers(groups: list[Group], device_id: UUID) -> list[tuple[Group, float]]:
+    """The groups in which one device is an outlier, with its robust z-score there."""
+    return [(g, o.robust_z) for g in groups for o in g.verdict.outliers if o.device_id == device_id]
+
+
+__all__ = ["OutlierGroupReason", "site_outlier_groups", "site_outliers_page"]
