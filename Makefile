@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test test-slow lint bench clean
 
 $(STAMP): pyproject.toml agent/pyproject.toml rules/pyproject.toml constraints/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -23,6 +23,11 @@ run: $(STAMP)
 
 test: lint
 	$(BIN)/pytest $(PYTEST_ARGS)
+
+# The slow part of the reliability suite (docs/reliability.md): schemathesis over every operation
+# with many more generated cases (at least 1,000 per seed operation). `.ci/run` runs it after `make test`.
+test-slow: $(STAMP)
+	FLEET_FUZZ=slow $(BIN)/pytest tests/api/test_schema_fuzz.py $(PYTEST_ARGS)
 
 # Style, the layering contracts (import-linter, in pyproject.toml) and types (mypy).
 lint: $(STAMP)

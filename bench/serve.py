@@ -2,6 +2,12 @@
 hold connections open.
 
     python bench/serve.py [--seconds 15] [--concurrency 16] [--slow 300] [--workers N]
+                          [--server granian|gunicorn-gthread]
+
+`--server gunicorn-gthread` runs the same checkout's WSGI application under gunicorn's gthread
+worker instead, as `fleet serve` did before issue 11 (2 workers x 4 threads, persistent per-thread
+database connections): the before/after figures of docs/reliability.md. gunicorn is not a
+dependency of the service: `pip install gunicorn` for that comparison.
 
 Runs the checkout's own `fleet` command end to end, so the same script measures any version of
 the server: it creates a throwaway database `fleet_serve_bench_<pid>` on the server DATABASE_URL
@@ -190,10 +196,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=16, help="connections of the throughput run (16)")
     parser.add_argument("--slow", type=int, default=300, help="slow connections of each kind (default 300)")
     parser.add_argument("--workers", type=int, default=None, help="`fleet serve --workers` (its default if unset)")
+    parser.add_argument(
+        "--server",
+        choices=["granian", "gunicorn-gthread"],
+        default="granian",
+        help="`fleet serve` (granian, default), or gunicorn gthread as before issue 11",
+    )
     args = parser.parse_args(argv)
     base = os.environ.get("DATABASE_URL", "").strip()
     if not base:
         parser.error("set DATABASE_URL to a PostgreSQL server (a throwaway database is created there)")
+    if args.server == "gunicorn-gthread":
+        import importlib.util
+
+        if importlib.util.find_spec("gunicorn") is None:
+            parser.error("--server gunicorn-gthread needs gunicorn: pip install gunicorn")
     name = f"fleet_serve_bench_{os.getpid()}"
     url, admin = _database_urls(base, name)
     env = {
@@ -211,9 +228,27 @@ def main(argv: list[str] | None = None) -> int:
         _fleet(env, "apply", "-f", str(REPO / "examples" / "fleet.yaml"))
         credentials = json.loads(_fleet(env, "satellite-credentials", "lon-1", "sat-a", "--json"))
         port = _free_port()
-        command = [*FLEET, "serve", "--port", str(port)]
-        if args.workers:
-            command += ["--workers", str(args.workers)]
+        if args.server == "gunicorn-gthread":
+            command = [
+                sys.executable,
+                "-m",
+                "gunicorn",
+                "fleet.wsgi:application",
+                "--worker-class",
+                "gthread",
+                "--workers",
+                str(args.workers or 2),
+                "--threads",
+                "4",
+                "--timeout",
+                "60",
+                "--bind",
+                f"127.0.0.1:{port}",
+            ]
+        else:
+            command = [*FLEET, "serve", "--port", str(port)]
+            if args.workers:
+                command += ["--workers", str(args.workers)]
         server = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         import httpx
 
@@ -239,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         rate, latencies, statuses = asyncio.run(
             _throughput("127.0.0.1", port, requests, args.concurrency, args.seconds)
         )
-        print(f"server: fleet {' '.join(command[3:])}")
+        print(f"server: {' '.join(command[2:])}")
         print(f"throughput: {rate:.0f} requests/s over {args.seconds:.0f} s, {args.concurrency} connections")
         print(f"  latency {_ms(latencies)}; statuses {dict(sorted(statuses.items()))}")
         opened, latencies, statuses = asyncio.run(

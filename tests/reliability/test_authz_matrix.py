@@ -80,9 +80,11 @@ NAMES_ITS_SITE = {
     "/api/v1/burn-in/evaluations/pending/",  # ?site_slug=&satellite_name=
     "/api/v1/satellites/resource-classes/",  # ?site_slug=&satellite_name=
     "/api/v1/policies/resolved-thresholds/",  # ?site=
-    "/api/v1/burn-in/sites/{site_id}/progress-summary/",
     "/api/v1/burn-in/executions/{execution_id}/",  # checked against the execution's site
 }
+#: ... and so does every operation under a site's path (progress summary, attempts, outliers, diagnoses,
+#: isolation plans).
+SITE_PATH = "/api/v1/burn-in/sites/{site_id}/"
 
 
 @dataclass
@@ -175,6 +177,8 @@ def _path(template: str, w: World) -> str:
         .replace("{site_id}", str(w.site.id))
         .replace("{device_id}", str(w.device.id))
     )
+    # No isolation plan exists: every refusal comes before the lookup (the positive control is a 404).
+    path = path.replace("{plan_id}", str(uuid4()))
     if "{id}" in path:
         prefix = next(p for p in by_prefix if path.startswith(p))
         path = path.replace("{id}", str(by_prefix[prefix]))
@@ -186,6 +190,8 @@ def _query(template: str, w: World) -> dict[str, str]:
         return {"site_slug": "lon-1", "satellite_name": "sat-a"}
     if template == "/api/v1/policies/resolved-thresholds/":
         return {"requirement": str(w.requirement.id), "site": str(w.site.id)}
+    if template == "/api/v1/burn-in/sites/{site_id}/attempts/":
+        return {"requirement": "gpu-diag", "target": str(w.device.id)}
     return {}
 
 
@@ -211,6 +217,15 @@ def _body(method: str, template: str, w: World) -> dict[str, Any] | None:
         "/api/v1/burn-in/sites/{site_id}/rerun-plans/dispatch/": {"device_ids": [str(w.device.id)]},
         "/api/v1/devices/{device_id}/accept/": {},  # the device holds a certificate: served
         "/api/v1/jobs/claim/": {"site_slug": "lon-1", "satellite_name": "sat-a"},
+        "/api/v1/burn-in/sites/{site_id}/isolation-plans/": {
+            "topology_id": str(w.topology.id),
+            "requirement": "gpu-diag",
+        },
+        "/api/v1/burn-in/sites/{site_id}/isolation-plans/dispatch/": {
+            "topology_id": str(w.topology.id),
+            "requirement": "gpu-diag",
+        },
+        "/api/v1/burn-in/sites/{site_id}/isolation-plans/{plan_id}/advance/": {},
         "/api/v1/jobs/{id}/cancel/": {},
         "/api/v1/jobs/{id}/finish/": {"status": "succeeded"},
         "/api/v1/jobs/{id}/heartbeat/": {},
@@ -279,7 +294,7 @@ def expected(operation: Operation, condition: str) -> tuple[int, str | None] | N
         return 403, "permission_denied"  # a satellite's client cannot hold the operators' scope
     if operation.template == "/api/v1/burn-in/evaluations/results/":
         return 200, "invalid"  # counted invalid, nothing written
-    if unsafe or operation.template in NAMES_ITS_SITE:
+    if unsafe or operation.template in NAMES_ITS_SITE or operation.template.startswith(SITE_PATH):
         return 403, "permission_denied"  # acting as (or on) a satellite or site of another site
     if "{" in operation.template:
         return 404, "not_found"
@@ -379,7 +394,7 @@ def test_every_operation_refuses_every_wrong_caller_as_documented_and_writes_not
     )
     assert not deviations, "\n".join(map(str, deviations))
     assert changed_tables(before, after) == []
-    assert cells >= 31 * 6
+    assert cells >= len(operations) * 6
 
     # Positive controls: with the right caller each of these requests is served (not 401/403),
     # so every refusal above had the condition as its only reason.
