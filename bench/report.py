@@ -8,8 +8,10 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.anchor import AnchorRow
+from bench.pending import PendingRow
 from bench.reconcile import ReconcileRow
 from bench.rerun import RerunRow
+from bench.scale import ScaleRow
 from bench.timing import CHEAP_SECONDS, Timing
 from bench.upsert import MODES, UpsertRow
 
@@ -188,4 +190,57 @@ def ratio_table(upserts: list[UpsertRow], reconciles: list[ReconcileRow], anchor
     for row in reconciles:
         add(f"reconcile {row.path}, limit {row.limit}, sweep 1", row.first.target_count / row.first.seconds, "insert")
         add(f"reconcile {row.path}, limit {row.limit}, sweep 2", row.second.target_count / row.second.seconds, "update")
+    return table
+
+
+def scale_table(rows: list[ScaleRow]) -> Table:
+    table = _table(
+        "Reconcile at fleet scale: one scope per size, limit 500, over HTTP against one `fleet serve` worker",
+        [
+            "targets",
+            "devices",
+            "sweep 1: median page",
+            "p99",
+            "first / last page",
+            "sweep 2: median page",
+            "p99",
+            "first / last page",
+            "server RSS start → peak",
+        ],
+    )
+    for r in rows:
+        table.add_row(
+            f"{r.targets:,}",
+            f"{r.devices:,}",
+            f"{r.first.median_page_ms:.1f} ms",
+            f"{r.first.p99_page_ms:.0f} ms",
+            f"{r.first.first_page_ms:.0f} / {r.first.last_page_ms:.0f} ms",
+            f"{r.second.median_page_ms:.1f} ms",
+            f"{r.second.p99_page_ms:.0f} ms",
+            f"{r.second.first_page_ms:.0f} / {r.second.last_page_ms:.0f} ms",
+            f"{r.rss_start_mb:.0f} → {r.rss_peak_mb:.0f} MiB (+{r.rss_growth_mb:.1f})",
+        )
+    if len(rows) > 1:
+        base, top = rows[0], rows[-1]
+        table.caption = (
+            f"median page at {top.targets:,} ÷ at {base.targets:,}: sweep 1 "
+            f"{top.first.median_page_ms / base.first.median_page_ms:.2f}, sweep 2 "
+            f"{top.second.median_page_ms / base.second.median_page_ms:.2f}. Sizes are built smallest first and kept, "
+            "so the largest is measured with every table at its largest. The first page counts the sweep's "
+            "targets, the last runs the cleanup."
+        )
+    return table
+
+
+def pending_table(rows: list[PendingRow]) -> Table:
+    table = _table(
+        "Pending-evaluation feed: first page (limit 500) against the site's history",
+        ["executions at the site", "pending", "first page (median)", "first read of the site (lists the pending once)"],
+    )
+    for r in rows:
+        table.add_row(
+            f"{r.history:,}", f"{r.pending:,}", f"{r.median_page_ms:.1f} ms", f"{r.first_read_seconds * 1000:.0f} ms"
+        )
+    if len(rows) > 1:
+        table.caption = f"ratio {rows[-1].median_page_ms / rows[0].median_page_ms:.2f} (largest ÷ smallest)"
     return table
