@@ -13,6 +13,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from uuid import uuid4
@@ -68,7 +69,9 @@ class FleetServer:
             "FLEET_THROTTLE_TOKEN_CLIENT": "100000/min",
         }
         command = [sys.executable, "-m", "fleet", "serve", "--port", str(self.port), "--workers", str(self.workers)]
-        self.process = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # Output to a file, never an unread pipe: a full pipe blocks every worker.
+        self.log = tempfile.TemporaryFile()
+        self.process = subprocess.Popen(command, env=env, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -77,9 +80,9 @@ class FleetServer:
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline or self.process.poll() is not None:
-                stderr = self.process.stderr.read().decode() if self.process.poll() is not None else ""
                 self.__exit__(None, None, None)
-                raise RuntimeError(f"fleet serve did not start: {stderr[-2000:]}")
+                self.log.seek(0)
+                raise RuntimeError(f"fleet serve did not start: {self.log.read()[-2000:].decode(errors='replace')}")
             time.sleep(0.2)
         return self
 

@@ -404,7 +404,7 @@ FLEET = {
     "RECONCILE_GUARD_RATIO": _env_float("FLEET_RECONCILE_GUARD_RATIO", 0.10),
     "JOB_LEASE_SECONDS": _env_int("FLEET_JOB_LEASE_SECONDS", 300),
     "PENDING_FEED_MAX_LIMIT": 500,
-    "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 5000),
+    "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 10_000),
 }
 
 # --- Monitoring (fleet.core.metrics, fleet.core.probes; docs/operations.md, "Monitoring") -------------
