@@ -49,6 +49,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "it also runs 10,000 and 100,000 below it",
     )
     parser.add_argument(
+        "--first-pages",
+        type=int,
+        default=200,
+        help="pages of each fleet-scale size's first (writing) sweep; the rest of its projection is filled in bulk "
+        "(default 200: all of 10k and 100k, a tenth of 1M)",
+    )
+    parser.add_argument(
         "--history",
         type=int,
         default=None,
@@ -182,7 +189,9 @@ def _benchmark(args: argparse.Namespace) -> int:
         progress("anchor: raw PostgreSQL upsert")
         anchors = anchor_measure(scale=args.scale, runs=args.runs)
     scales = (
-        scale_measure(fleet, sizes=_sizes(args.targets, SCALE_SIZES), progress=progress) if "scale" in parts else []
+        scale_measure(fleet, sizes=_sizes(args.targets, SCALE_SIZES), first_pages=args.first_pages, progress=progress)
+        if "scale" in parts
+        else []
     )
     pendings = (
         pending_measure(fleet, sizes=_sizes(args.history, PENDING_SIZES), runs=args.runs, progress=progress)

@@ -109,18 +109,29 @@ class EvaluationResult(models.Model):
 
 class PolicyProgress(models.Model):
     """The projection: one row per target (requirement × device, or requirement × topology for
-    rack acceptance) in a (site, satellite, resource class) scope. Written only by reconcile."""
+    rack acceptance) in a (site, satellite, resource class) scope. Written only by reconcile.
 
-    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+")
+    Every index costs each written row (a first sweep of a million-target scope writes a million
+    rows into indexes far larger than shared buffers), so none is kept twice: the site and the
+    requirement are the leading columns of the scope-key and one-row-per-target indexes, the
+    device has `burnin_progress_device_idx`."""
+
+    # No index of its own: the scope-key and site-verdict indexes lead with it.
+    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+", db_index=False)
     satellite = models.ForeignKey("inventory.Satellite", on_delete=models.CASCADE, related_name="+")
     resource_class = models.CharField(max_length=255)
-    # No index of its own: the one-row-per-target unique index leads with it. A second index on
-    # the requirement alone let the planner answer a page's key range from every row of the
+    # No index of its own: the one-row-per-target unique index leads with it. An index on the
+    # requirement alone also let the planner answer a page's key range from every row of the
     # requirement (a bitmap of the whole scope) instead of the range.
     requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+", db_index=False)
     gate = models.CharField(max_length=64)
     device = models.ForeignKey(
-        "inventory.Device", on_delete=models.CASCADE, null=True, blank=True, related_name="progress"
+        "inventory.Device",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="progress",
+        db_index=False,  # burnin_progress_device_idx
     )
     topology = models.ForeignKey(
         "inventory.Topology", on_delete=models.CASCADE, null=True, blank=True, related_name="progress"

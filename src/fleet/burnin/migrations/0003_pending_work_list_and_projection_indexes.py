@@ -73,7 +73,27 @@ class Migration(migrations.Migration):
     ]
 
     operations = [
-        # The projection's requirement needs no index of its own (the unique index leads with it).
+        # No projection index twice: the site and the requirement lead other indexes, the device
+        # has burnin_progress_device_idx.
+        migrations.AlterField(
+            model_name="policyprogress",
+            name="site",
+            field=models.ForeignKey(
+                db_index=False, on_delete=django.db.models.deletion.CASCADE, related_name="+", to="inventory.site"
+            ),
+        ),
+        migrations.AlterField(
+            model_name="policyprogress",
+            name="device",
+            field=models.ForeignKey(
+                blank=True,
+                db_index=False,
+                null=True,
+                on_delete=django.db.models.deletion.CASCADE,
+                related_name="progress",
+                to="inventory.device",
+            ),
+        ),
         migrations.AlterField(
             model_name="policyprogress",
             name="requirement",
