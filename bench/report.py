@@ -7,7 +7,9 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
+from bench.agents import ConcurrentResult
 from bench.anchor import AnchorRow
+from bench.dashboard import DashboardRow
 from bench.pending import PendingRow
 from bench.reconcile import ReconcileRow
 from bench.rerun import RerunRow
@@ -243,4 +245,44 @@ def pending_table(rows: list[PendingRow]) -> Table:
         )
     if len(rows) > 1:
         table.caption = f"ratio {rows[-1].median_page_ms / rows[0].median_page_ms:.2f} (largest ÷ smallest)"
+    return table
+
+
+def agents_table(result: ConcurrentResult) -> Table:
+    table = _table(
+        "Many agents at once: each its own satellite and token, sweeping its scope (limit 500) and posting "
+        "100-item upserts, against one `fleet serve`",
+        [
+            "clients",
+            "workers",
+            "reconcile page p50 / p99",
+            "upsert p50 / p99",
+            "requests/s",
+            "targets/s",
+            "upsert items/s",
+        ],
+    )
+    for r in result.runs:
+        table.add_row(
+            str(r.clients),
+            str(r.workers),
+            f"{r.page_p50_ms:.0f} / {r.page_p99_ms:.0f} ms",
+            f"{r.upsert_p50_ms:.0f} / {r.upsert_p99_ms:.0f} ms",
+            f"{r.requests_per_s:.0f}",
+            _k(r.targets_per_s),
+            _k(r.items_per_s),
+        )
+    if len(result.runs) > 1:
+        one, many = result.runs[0], result.runs[-1]
+        table.caption = (
+            f"throughput {many.requests_per_s / one.requests_per_s:.2f} × one client's; p99 page latency "
+            f"{many.page_p99_ms / one.page_p99_ms:.1f} × (clients, server and PostgreSQL share the machine's cores)"
+        )
+    return table
+
+
+def dashboard_table(rows: list[DashboardRow]) -> Table:
+    table = _table("Dashboard pages at the benchmark fleet (signed-in operator)", ["page", "median", "queries", "size"])
+    for r in rows:
+        table.add_row(f"{r.page} ({r.path})", f"{r.median_ms:.0f} ms", str(r.queries), f"{r.bytes / 1024:.0f} KiB")
     return table

@@ -23,6 +23,9 @@ REPO = Path(__file__).resolve().parents[1]
 #: `--scale small` (`make bench SCALE=small`): a fifth of the fleet, for a quick check.
 SMALL = 0.2
 
+#: The selection of the preview and dispatch figures at fleet scale (`dispatch_10k_s`).
+RERUN_AT_SCALE = 10_000
+
 #: What `--parts` may name, in the order they run.
 PARTS = ("upsert", "reconcile", "rerun", "anchor", "scale", "pending", "concurrent", "dashboard")
 
@@ -61,6 +64,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="executions at the pending feed's larger site (default 1,000,000; 100,000 with --scale small)",
     )
+    parser.add_argument("--clients", type=int, default=50, help="agents of the concurrency run (default 50)")
+    parser.add_argument(
+        "--agent-seconds", type=float, default=None, help="length of each concurrency run (default 20; small 8)"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="`fleet serve` workers of the concurrency run (2)")
     parser.add_argument(
         "--parts",
         default=",".join(PARTS),
@@ -75,6 +83,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     small = args.scale == SMALL
     args.targets = args.targets or (100_000 if small else 1_000_000)
     args.history = args.history or (100_000 if small else 1_000_000)
+    args.agent_seconds = args.agent_seconds or (8.0 if small else 20.0)
     args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     unknown = args.parts - set(PARTS)
     if unknown:
@@ -134,13 +143,17 @@ def _machine(load: list[float]):
 def _benchmark(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from bench.agents import concurrent_measure
     from bench.anchor import anchor_measure
     from bench.clients import AgentClient
+    from bench.dashboard import dashboard_measure
     from bench.pending import DEFAULT_SIZES as PENDING_SIZES
     from bench.pending import pending_measure
     from bench.reconcile import reconcile_fill, reconcile_measure
     from bench.report import (
+        agents_table,
         anchor_table,
+        dashboard_table,
         machine_print,
         pending_table,
         ratio_table,
@@ -150,7 +163,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         table_print,
         upsert_table,
     )
-    from bench.rerun import rerun_measure
+    from bench.rerun import rerun_at_scale, rerun_measure
     from bench.results import results_build, results_write
     from bench.scale import DEFAULT_SIZES as SCALE_SIZES
     from bench.scale import scale_measure
@@ -193,11 +206,23 @@ def _benchmark(args: argparse.Namespace) -> int:
         if "scale" in parts
         else []
     )
+    if "rerun" in parts and scales:
+        big = rerun_at_scale(f"scale-{scales[-1].targets}", size=RERUN_AT_SCALE, runs=1, progress=progress)
+        if big is not None:
+            reruns.append(big)
     pendings = (
         pending_measure(fleet, sizes=_sizes(args.history, PENDING_SIZES), runs=args.runs, progress=progress)
         if "pending" in parts
         else []
     )
+    agents = (
+        concurrent_measure(
+            fleet, clients=args.clients, seconds=args.agent_seconds, workers=args.workers, progress=progress
+        )
+        if "concurrent" in parts
+        else None
+    )
+    pages = dashboard_measure(fleet, runs=args.runs, progress=progress) if "dashboard" in parts else []
     elapsed = time.perf_counter() - started
     load.append(os.getloadavg()[0])
 
@@ -217,6 +242,10 @@ def _benchmark(args: argparse.Namespace) -> int:
         tables.append(scale_table(scales))
     if pendings:
         tables.append(pending_table(pendings))
+    if agents:
+        tables.append(agents_table(agents))
+    if pages:
+        tables.append(dashboard_table(pages))
     for table in tables:
         table_print(out, table)
     results = results_build(
@@ -228,10 +257,17 @@ def _benchmark(args: argparse.Namespace) -> int:
         anchors=anchors,
         scales=scales,
         pendings=pendings,
+        agents=agents,
+        pages=pages,
     )
+    results["fleet_devices"] = len(fleet.device_ids)  # the dashboard's and the rerun table's fleet
     results_write(results, args.results)
     out.print(f"figures written to {args.results}")
-    problems = [p for row in (*upserts, *reconciles, *reruns, *scales, *pendings) for p in row.problems]
+    problems = [
+        p
+        for row in (*upserts, *reconciles, *reruns, *scales, *pendings, *pages, *([agents] if agents else []))
+        for p in row.problems
+    ]
     for problem in problems:
         out.print(f"[bold red]check failed:[/bold red] {problem}")
     out.print(f"measured in {elapsed:.0f} s (fleet setup included; database setup and teardown not)")
