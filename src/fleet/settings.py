@@ -205,6 +205,17 @@ if PROCESS_ROLE == "server":
     }
 _default_db["TEST"] = {"NAME": os.environ.get("FLEET_TEST_DB_NAME") or None}
 DATABASES = {"default": _default_db}
+# A streaming replica for read-only dashboard pages (fleet.core.replica): same options (timeouts,
+# pool), another server. Never migrated; tests mirror it onto the default database.
+_replica_url = os.environ.get("DATABASE_REPLICA_URL", "").strip()
+if _replica_url:
+    _replica_db = dj_database_url.parse(_replica_url, conn_max_age=_default_db.get("CONN_MAX_AGE", 60))
+    _replica_db["ENGINE"] = "django.db.backends.postgresql"
+    _replica_db["CONN_HEALTH_CHECKS"] = True
+    _replica_db["OPTIONS"] = {**_options, **_replica_db.get("OPTIONS", {})}
+    _replica_db["TEST"] = {"MIRROR": "default"}
+    DATABASES["replica"] = _replica_db
+DATABASE_ROUTERS = ["fleet.core.replica.ReplicaRouter"]
 EMBEDDED_POSTGRES_DIR = DATA_DIR / "postgres"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

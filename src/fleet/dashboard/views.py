@@ -49,6 +49,7 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any], fragment
 
 
 class Overview(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -77,6 +78,7 @@ class Overview(access.Page, View):
 
 
 class SitePage(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
@@ -90,6 +92,7 @@ class SitePage(access.Page, View):
 
 
 class GridPage(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
@@ -137,6 +140,7 @@ def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, reads.Failu
 
 
 class FailuresPage(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
@@ -174,6 +178,8 @@ FAILURES_CSV_COLUMNS = [
 
 class FailuresCsv(access.Page, View):
     """The failures list as CSV: the same rows and order, streamed a bounded chunk at a time."""
+
+    replica_ok = True
 
     permission_required = access.VIEW_PROGRESS
 
@@ -239,6 +245,7 @@ class ExecutionPage(access.Page, View):
 
 
 class MetricsPage(access.Page, View):
+    replica_ok = True
     permission_required = (access.VIEW_PROGRESS, access.VIEW_EXECUTIONS)
 
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:
