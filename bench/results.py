@@ -107,6 +107,7 @@ def results_build(
         one, many = agents.runs[0], agents.runs[-1]
         measured |= {
             "concurrent_p99_ms": round(many.page_p99_ms, 1),
+            "concurrent_clients": many.clients,
             "concurrent": {
                 str(r.clients): {
                     "page_p50_ms": round(r.page_p50_ms, 1),

@@ -64,7 +64,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         default=None,
         help="executions at the pending feed's larger site (default 1,000,000; 100,000 with --scale small)",
     )
-    parser.add_argument("--clients", type=int, default=50, help="agents of the concurrency run (default 50)")
+    parser.add_argument(
+        "--clients", type=int, default=None, help="agents of the concurrency run (default 50; 10 with --scale small)"
+    )
     parser.add_argument(
         "--agent-seconds", type=float, default=None, help="length of each concurrency run (default 20; small 8)"
     )
@@ -84,6 +86,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args.targets = args.targets or (100_000 if small else 1_000_000)
     args.history = args.history or (100_000 if small else 1_000_000)
     args.agent_seconds = args.agent_seconds or (8.0 if small else 20.0)
+    args.clients = args.clients or (10 if small else 50)
     args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     unknown = args.parts - set(PARTS)
     if unknown:
