@@ -260,6 +260,7 @@ def agents_table(result: ConcurrentResult) -> Table:
             "requests/s",
             "targets/s",
             "upsert items/s",
+            "503s (shed)",
         ],
     )
     for r in result.runs:
@@ -271,6 +272,7 @@ def agents_table(result: ConcurrentResult) -> Table:
             f"{r.requests_per_s:.0f}",
             _k(r.targets_per_s),
             _k(r.items_per_s),
+            f"{r.errors.get(503, 0)} of {len(r.page_latencies) + len(r.upsert_latencies)}",
         )
     if len(result.runs) > 1:
         one, many = result.runs[0], result.runs[-1]

@@ -118,6 +118,8 @@ def results_build(
                     "targets_per_s": round(r.targets_per_s),
                     "upsert_items_per_s": round(r.items_per_s),
                     "workers": r.workers,
+                    "shed_503": r.errors.get(503, 0),
+                    "requests": len(r.page_latencies) + len(r.upsert_latencies),
                 }
                 for r in agents.runs
             },

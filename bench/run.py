@@ -106,6 +106,7 @@ def _configure() -> None:
     # Django prefixes nothing when TEST NAME is set: this is the database we create and drop.
     os.environ["FLEET_TEST_DB_NAME"] = f"test_fleet_bench_{os.getpid()}"
     os.environ.setdefault("FLEET_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("FLEET_REQUEST_LOG_LEVEL", "WARNING")  # a line per test-client request otherwise
     # Bulk loads of a million rows take longer than a request may: the limits of a command.
     os.environ.setdefault("FLEET_PROCESS_ROLE", "command")
     # A batch-1 HTTP run sends hundreds of requests a second from one client; the production
