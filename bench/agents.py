@@ -5,8 +5,9 @@ Every client is an agent of its own satellite (its own OAuth2 client and token),
 it runs reconcile sweeps of its scope (limit 500) and, between pages, posts a batch of 100
 re-evaluations of its executions (alternating payloads, so each batch writes). The same run with
 one client gives the baseline. A 503 is the server shedding load (a request waited longer than
-`FLEET_DB_POOL_TIMEOUT` for a database connection): counted and printed, not a failure of the run. Latencies are per request, as the client sees them; clients run
-as asyncio tasks in this process, which shares the machine's cores with the server and PostgreSQL.
+`FLEET_DB_POOL_TIMEOUT` for a database connection): counted and printed, not a failure of the
+run. Latencies are per request, as the client sees them; clients run as asyncio tasks in this
+process, which shares the machine's cores with the server and PostgreSQL.
 """
 
 from __future__ import annotations
