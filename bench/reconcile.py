@@ -176,3 +176,11 @@ def reconcile_measure(
         rows.append(_measure("HTTP", _http_pages(http), fleet, 500, runs))
     # Leave the projection complete: rerun planning reads it.
     return rows
+
+
+def reconcile_fill(fleet: Fleet, *, progress: Callable[[str], None]) -> None:
+    """One service sweep (untimed), for parts that read the projection when reconcile is not measured."""
+    progress("reconcile: one untimed sweep to fill the projection")
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    _sweep(_service_pages, fleet, 500)

@@ -7,9 +7,13 @@ from dataclasses import dataclass
 from rich.console import Console
 from rich.table import Table
 
+from bench.agents import ConcurrentResult
 from bench.anchor import AnchorRow
+from bench.dashboard import DashboardRow
+from bench.pending import PendingRow
 from bench.reconcile import ReconcileRow
 from bench.rerun import RerunRow
+from bench.scale import ScaleRow
 from bench.timing import CHEAP_SECONDS, Timing
 from bench.upsert import MODES, UpsertRow
 
@@ -188,4 +192,99 @@ def ratio_table(upserts: list[UpsertRow], reconciles: list[ReconcileRow], anchor
     for row in reconciles:
         add(f"reconcile {row.path}, limit {row.limit}, sweep 1", row.first.target_count / row.first.seconds, "insert")
         add(f"reconcile {row.path}, limit {row.limit}, sweep 2", row.second.target_count / row.second.seconds, "update")
+    return table
+
+
+def scale_table(rows: list[ScaleRow]) -> Table:
+    table = _table(
+        "Reconcile at fleet scale: one scope per size, limit 500, over HTTP against one `fleet serve` worker",
+        [
+            "targets",
+            "devices",
+            "sweep 1: median page",
+            "p99",
+            "first / last page",
+            "sweep 2: median page",
+            "p99",
+            "first / last page",
+            "server RSS start → peak",
+        ],
+    )
+    for r in rows:
+        table.add_row(
+            f"{r.targets:,}",
+            f"{r.devices:,}",
+            f"{r.first.median_page_ms:.1f} ms",
+            f"{r.first.p99_page_ms:.0f} ms",
+            f"{r.first.first_page_ms:.0f} / {r.first.last_page_ms:.0f} ms",
+            f"{r.second.median_page_ms:.1f} ms",
+            f"{r.second.p99_page_ms:.0f} ms",
+            f"{r.second.first_page_ms:.0f} / {r.second.last_page_ms:.0f} ms",
+            f"{r.rss_start_mb:.0f} → {r.rss_peak_mb:.0f} MiB (+{r.rss_growth_mb:.1f})",
+        )
+    if len(rows) > 1:
+        base, top = rows[0], rows[-1]
+        table.caption = (
+            f"median page at {top.targets:,} ÷ at {base.targets:,}: sweep 1 "
+            f"{top.first.median_page_ms / base.first.median_page_ms:.2f}, sweep 2 "
+            f"{top.second.median_page_ms / base.second.median_page_ms:.2f}. Sizes are built smallest first and kept, "
+            "so the largest is measured with every table at its largest. The first page counts the sweep's "
+            "targets, the last runs the cleanup."
+        )
+    return table
+
+
+def pending_table(rows: list[PendingRow]) -> Table:
+    table = _table(
+        "Pending-evaluation feed: first page (limit 500) against the site's history",
+        ["executions at the site", "pending", "first page (median)", "first read of the site (lists the pending once)"],
+    )
+    for r in rows:
+        table.add_row(
+            f"{r.history:,}", f"{r.pending:,}", f"{r.median_page_ms:.1f} ms", f"{r.first_read_seconds * 1000:.0f} ms"
+        )
+    if len(rows) > 1:
+        table.caption = f"ratio {rows[-1].median_page_ms / rows[0].median_page_ms:.2f} (largest ÷ smallest)"
+    return table
+
+
+def agents_table(result: ConcurrentResult) -> Table:
+    table = _table(
+        "Many agents at once: each its own satellite and token, sweeping its scope (limit 500) and posting "
+        "100-item upserts, against one `fleet serve`",
+        [
+            "clients",
+            "workers",
+            "reconcile page p50 / p99",
+            "upsert p50 / p99",
+            "requests/s",
+            "targets/s",
+            "upsert items/s",
+            "503s (shed)",
+        ],
+    )
+    for r in result.runs:
+        table.add_row(
+            str(r.clients),
+            str(r.workers),
+            f"{r.page_p50_ms:.0f} / {r.page_p99_ms:.0f} ms",
+            f"{r.upsert_p50_ms:.0f} / {r.upsert_p99_ms:.0f} ms",
+            f"{r.requests_per_s:.0f}",
+            _k(r.targets_per_s),
+            _k(r.items_per_s),
+            f"{r.errors.get(503, 0)} of {len(r.page_latencies) + len(r.upsert_latencies)}",
+        )
+    if len(result.runs) > 1:
+        one, many = result.runs[0], result.runs[-1]
+        table.caption = (
+            f"throughput {many.requests_per_s / one.requests_per_s:.2f} × one client's; p99 page latency "
+            f"{many.page_p99_ms / one.page_p99_ms:.1f} × (clients, server and PostgreSQL share the machine's cores)"
+        )
+    return table
+
+
+def dashboard_table(rows: list[DashboardRow]) -> Table:
+    table = _table("Dashboard pages at the benchmark fleet (signed-in operator)", ["page", "median", "queries", "size"])
+    for r in rows:
+        table.add_row(f"{r.page} ({r.path})", f"{r.median_ms:.0f} ms", str(r.queries), f"{r.bytes / 1024:.0f} KiB")
     return table

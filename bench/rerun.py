@@ -18,10 +18,11 @@ from django.conf import settings
 from bench.seed import Fleet
 from bench.timing import QueryLog, Timing, timed
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
+from fleet.inventory.models import Device, Site
 from fleet.jobs.models import Job, JobDevice
 from fleet_rules.vocabulary import PlanningMode
 
-SELECTIONS = (10, 200, 2000)
+SELECTIONS = (10, 1000, 2000)
 
 
 @dataclass
@@ -44,16 +45,14 @@ def _jobs_delete() -> None:
     Job.objects.all().delete()
 
 
-def _measure_selection(fleet: Fleet, selected: list[UUID], runs: int) -> RerunRow:
+def _measure_selection(site: Site, selected: list[UUID], runs: int) -> RerunRow:
     previews, dispatches = QueryLog(), QueryLog()
     planned: list[DispatchOutcome] = []
     dispatched: list[DispatchOutcome] = []
 
     def preview() -> None:
         planned.append(
-            previews.call(
-                partial(rerun_plan_preview, site=fleet.site, device_ids=selected, mode=PlanningMode.NON_PASSING)
-            )
+            previews.call(partial(rerun_plan_preview, site=site, device_ids=selected, mode=PlanningMode.NON_PASSING))
         )
 
     def dispatch() -> None:
@@ -61,7 +60,7 @@ def _measure_selection(fleet: Fleet, selected: list[UUID], runs: int) -> RerunRo
             dispatches.call(
                 partial(
                     rerun_dispatch,
-                    site=fleet.site,
+                    site=site,
                     device_ids=selected,
                     mode=PlanningMode.NON_PASSING,
                     requested_by="bench",
@@ -93,5 +92,18 @@ def rerun_measure(fleet: Fleet, *, scale: float, runs: int, progress: Callable[[
     rows = []
     for size in sizes:
         progress(f"rerun, {size} devices")
-        rows.append(_measure_selection(fleet, rng.sample(fleet.device_ids, size), runs))
+        rows.append(_measure_selection(fleet.site, rng.sample(fleet.device_ids, size), runs))
     return rows
+
+
+def rerun_at_scale(site_slug: str, *, size: int, runs: int, progress: Callable[[str], None]) -> RerunRow | None:
+    """Preview and dispatch of `size` devices of a fleet-scale site (its projection swept), or
+    None when that site has fewer devices."""
+    site = Site.objects.filter(slug=site_slug).first()
+    if site is None:
+        return None
+    ids = list(Device.objects.filter(site=site).order_by("id").values_list("id", flat=True))
+    if len(ids) < size:
+        return None
+    progress(f"rerun, {size:,} devices of site {site_slug}")
+    return _measure_selection(site, random.Random(5).sample(ids, size), runs)

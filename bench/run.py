@@ -23,6 +23,12 @@ REPO = Path(__file__).resolve().parents[1]
 #: `--scale small` (`make bench SCALE=small`): a fifth of the fleet, for a quick check.
 SMALL = 0.2
 
+#: The selection of the preview and dispatch figures at fleet scale (`dispatch_10k_s`).
+RERUN_AT_SCALE = 10_000
+
+#: What `--parts` may name, in the order they run.
+PARTS = ("upsert", "reconcile", "rerun", "anchor", "scale", "pending", "concurrent", "dashboard")
+
 
 def _scale(value: str) -> float:
     return SMALL if value == "small" else float(value)
@@ -39,12 +45,58 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runs", type=int, default=3, help="runs per figure, median reported (default 3)")
     parser.add_argument("--no-http", action="store_true", help="measure the service functions only")
     parser.add_argument(
+        "--targets",
+        type=int,
+        default=None,
+        help="largest reconcile scope of the fleet-scale run (default 1,000,000; 100,000 with --scale small); "
+        "it also runs 10,000 and 100,000 below it",
+    )
+    parser.add_argument(
+        "--first-pages",
+        type=int,
+        default=200,
+        help="pages of each fleet-scale size's first (writing) sweep; the rest of its projection is filled in bulk "
+        "(default 200: all of 10k and 100k, a tenth of 1M)",
+    )
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=None,
+        help="executions at the pending feed's larger site (default 1,000,000; 100,000 with --scale small)",
+    )
+    parser.add_argument(
+        "--clients", type=int, default=None, help="agents of the concurrency run (default 50; 10 with --scale small)"
+    )
+    parser.add_argument(
+        "--agent-seconds", type=float, default=None, help="length of each concurrency run (default 20; small 8)"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="`fleet serve` workers of the concurrency run (2)")
+    parser.add_argument(
+        "--parts",
+        default=",".join(PARTS),
+        help=f"comma-separated parts to run (default all: {','.join(PARTS)})",
+    )
+    parser.add_argument(
         "--results", type=Path, default=REPO / "bench" / "results.json", help="where to write the figures as JSON"
     )
     args = parser.parse_args(argv)
     if args.scale == SMALL:
         args.runs = 1
+    small = args.scale == SMALL
+    args.targets = args.targets or (100_000 if small else 1_000_000)
+    args.history = args.history or (100_000 if small else 1_000_000)
+    args.agent_seconds = args.agent_seconds or (8.0 if small else 20.0)
+    args.clients = args.clients or (10 if small else 50)
+    args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
+    unknown = args.parts - set(PARTS)
+    if unknown:
+        parser.error(f"unknown parts {sorted(unknown)}; choose from {', '.join(PARTS)}")
     return args
+
+
+def _sizes(largest: int, steps: tuple[int, ...]) -> tuple[int, ...]:
+    """The standard sizes below `largest`, and `largest` itself."""
+    return tuple(sorted({s for s in steps if s < largest} | {largest}))
 
 
 def _configure() -> None:
@@ -54,6 +106,9 @@ def _configure() -> None:
     # Django prefixes nothing when TEST NAME is set: this is the database we create and drop.
     os.environ["FLEET_TEST_DB_NAME"] = f"test_fleet_bench_{os.getpid()}"
     os.environ.setdefault("FLEET_LOG_LEVEL", "WARNING")
+    os.environ.setdefault("FLEET_REQUEST_LOG_LEVEL", "WARNING")  # a line per test-client request otherwise
+    # Bulk loads of a million rows take longer than a request may: the limits of a command.
+    os.environ.setdefault("FLEET_PROCESS_ROLE", "command")
     # A batch-1 HTTP run sends hundreds of requests a second from one client; the production
     # rate limit would turn the measurement into a measurement of 429s.
     os.environ.setdefault("FLEET_THROTTLE_CLIENT", "10000000/min")
@@ -92,20 +147,30 @@ def _machine(load: list[float]):
 def _benchmark(args: argparse.Namespace) -> int:
     from rich.console import Console
 
+    from bench.agents import concurrent_measure
     from bench.anchor import anchor_measure
     from bench.clients import AgentClient
-    from bench.reconcile import reconcile_measure
+    from bench.dashboard import dashboard_measure
+    from bench.pending import DEFAULT_SIZES as PENDING_SIZES
+    from bench.pending import pending_measure
+    from bench.reconcile import reconcile_fill, reconcile_measure
     from bench.report import (
+        agents_table,
         anchor_table,
+        dashboard_table,
         machine_print,
+        pending_table,
         ratio_table,
         reconcile_table,
         rerun_table,
+        scale_table,
         table_print,
         upsert_table,
     )
-    from bench.rerun import rerun_measure
+    from bench.rerun import rerun_at_scale, rerun_measure
     from bench.results import results_build, results_write
+    from bench.scale import DEFAULT_SIZES as SCALE_SIZES
+    from bench.scale import scale_measure
     from bench.seed import evaluations_materialise, fleet_build
     from bench.upsert import upsert_measure
 
@@ -122,35 +187,91 @@ def _benchmark(args: argparse.Namespace) -> int:
     fleet = fleet_build(scale=args.scale)
     progress(f"fleet: {len(fleet.device_ids):,} devices, {fleet.target_count:,} targets")
     http = None
-    if not args.no_http:
+    if not args.no_http and args.parts & {"upsert", "reconcile"}:
         http = AgentClient(fleet.satellite, ["test-execution:evaluate", "burn-in-policy-progress:write"])
-
-    upserts = upsert_measure(fleet, scale=args.scale, runs=args.runs, http=http, progress=progress)
+    parts = args.parts
+    upserts = (
+        upsert_measure(fleet, scale=args.scale, runs=args.runs, http=http, progress=progress)
+        if "upsert" in parts
+        else []
+    )
     progress("materialising evaluations for reconcile")
     evaluations_materialise(fleet)
-    reconciles = reconcile_measure(fleet, runs=args.runs, http=http, progress=progress)
-    reruns = rerun_measure(fleet, scale=args.scale, runs=args.runs, progress=progress)
-    progress("anchor: raw PostgreSQL upsert")
-    anchors = anchor_measure(scale=args.scale, runs=args.runs)
+    reconciles = reconcile_measure(fleet, runs=args.runs, http=http, progress=progress) if "reconcile" in parts else []
+    if "reconcile" not in parts and parts & {"rerun", "dashboard"}:
+        reconcile_fill(fleet, progress=progress)
+    reruns = rerun_measure(fleet, scale=args.scale, runs=args.runs, progress=progress) if "rerun" in parts else []
+    anchors = []
+    if "anchor" in parts:
+        progress("anchor: raw PostgreSQL upsert")
+        anchors = anchor_measure(scale=args.scale, runs=args.runs)
+    scales = (
+        scale_measure(fleet, sizes=_sizes(args.targets, SCALE_SIZES), first_pages=args.first_pages, progress=progress)
+        if "scale" in parts
+        else []
+    )
+    if "rerun" in parts and scales:
+        big = rerun_at_scale(f"scale-{scales[-1].targets}", size=RERUN_AT_SCALE, runs=1, progress=progress)
+        if big is not None:
+            reruns.append(big)
+    pendings = (
+        pending_measure(fleet, sizes=_sizes(args.history, PENDING_SIZES), runs=args.runs, progress=progress)
+        if "pending" in parts
+        else []
+    )
+    agents = (
+        concurrent_measure(
+            fleet, clients=args.clients, seconds=args.agent_seconds, workers=args.workers, progress=progress
+        )
+        if "concurrent" in parts
+        else None
+    )
+    pages = dashboard_measure(fleet, runs=args.runs, progress=progress) if "dashboard" in parts else []
     elapsed = time.perf_counter() - started
     load.append(os.getloadavg()[0])
 
     out.print()
     machine_print(out, _machine(load), scale=args.scale, runs=args.runs)
-    for table in (
-        upsert_table(upserts, args.runs),
-        reconcile_table(reconciles, args.runs),
-        rerun_table(reruns, args.runs),
-        anchor_table(anchors, args.runs),
-        ratio_table(upserts, reconciles, anchors),
-    ):
+    tables = []
+    if upserts:
+        tables.append(upsert_table(upserts, args.runs))
+    if reconciles:
+        tables.append(reconcile_table(reconciles, args.runs))
+    if reruns:
+        tables.append(rerun_table(reruns, args.runs))
+    if anchors:
+        tables.append(anchor_table(anchors, args.runs))
+        tables.append(ratio_table(upserts, reconciles, anchors))
+    if scales:
+        tables.append(scale_table(scales))
+    if pendings:
+        tables.append(pending_table(pendings))
+    if agents:
+        tables.append(agents_table(agents))
+    if pages:
+        tables.append(dashboard_table(pages))
+    for table in tables:
         table_print(out, table)
     results = results_build(
-        scale=args.scale, load=load, upserts=upserts, reconciles=reconciles, reruns=reruns, anchors=anchors
+        scale=args.scale,
+        load=load,
+        upserts=upserts,
+        reconciles=reconciles,
+        reruns=reruns,
+        anchors=anchors,
+        scales=scales,
+        pendings=pendings,
+        agents=agents,
+        pages=pages,
     )
+    results["fleet_devices"] = len(fleet.device_ids)  # the dashboard's and the rerun table's fleet
     results_write(results, args.results)
     out.print(f"figures written to {args.results}")
-    problems = [p for row in (*upserts, *reconciles, *reruns) for p in row.problems]
+    problems = [
+        p
+        for row in (*upserts, *reconciles, *reruns, *scales, *pendings, *pages, *([agents] if agents else []))
+        for p in row.problems
+    ]
     for problem in problems:
         out.print(f"[bold red]check failed:[/bold red] {problem}")
     out.print(f"measured in {elapsed:.0f} s (fleet setup included; database setup and teardown not)")

@@ -253,7 +253,9 @@ def evaluations_materialise(fleet: Fleet, *, seed: int = 11) -> int:
     payloads = [evaluation_payload(e) for e in chosen]
     now = timezone.now()
     with connection.cursor() as cursor:
-        cursor.execute("TRUNCATE burnin_evaluationresult")
+        # A TRUNCATE fires no trigger: forgetting the work list's keys makes the next feed read
+        # re-list what is pending at the site.
+        cursor.execute("TRUNCATE burnin_evaluationresult, burnin_pendingevaluationkey")
         cursor.execute(
             _INSERT_EVALUATIONS,
             [

@@ -212,6 +212,17 @@ if PROCESS_ROLE == "server":
     }
 _default_db["TEST"] = {"NAME": os.environ.get("FLEET_TEST_DB_NAME") or None}
 DATABASES = {"default": _default_db}
+# A streaming replica for read-only dashboard pages (fleet.core.replica): same options (timeouts,
+# pool), another server. Never migrated; tests mirror it onto the default database.
+_replica_url = os.environ.get("DATABASE_REPLICA_URL", "").strip()
+if _replica_url:
+    _replica_db = dj_database_url.parse(_replica_url, conn_max_age=_default_db.get("CONN_MAX_AGE", 60))
+    _replica_db["ENGINE"] = "django.db.backends.postgresql"
+    _replica_db["CONN_HEALTH_CHECKS"] = True
+    _replica_db["OPTIONS"] = {**_options, **_replica_db.get("OPTIONS", {})}
+    _replica_db["TEST"] = {"MIRROR": "default"}
+    DATABASES["replica"] = _replica_db
+DATABASE_ROUTERS = ["fleet.core.replica.ReplicaRouter"]
 EMBEDDED_POSTGRES_DIR = DATA_DIR / "postgres"
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
@@ -411,7 +422,7 @@ FLEET = {
     "RECONCILE_GUARD_RATIO": _env_float("FLEET_RECONCILE_GUARD_RATIO", 0.10),
     "JOB_LEASE_SECONDS": _env_int("FLEET_JOB_LEASE_SECONDS", 300),
     "PENDING_FEED_MAX_LIMIT": 500,
-    "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 5000),
+    "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 10_000),
 }
 
 #: The Ed25519 private key (PEM, PKCS#8) that signs acceptance certificates; generated once in the

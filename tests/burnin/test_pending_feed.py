@@ -6,7 +6,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fleet.burnin.models import EvaluationResult
+from fleet.burnin.models import EvaluationResult, PendingEvaluation
 from tests.builders import result_item
 
 FEED = "/api/v1/burn-in/evaluations/pending/?site_slug=lon-1&satellite_name=sat-a"
@@ -56,6 +56,39 @@ def test_an_evaluation_for_an_older_update_or_key_is_pending_again(bearer, scene
     EvaluationResult.objects.update(execution_updated_at=execution.updated_at)
     scene.requirement.thresholds.update(threshold=2)
     assert ids(client.get(FEED)) == [str(execution.id)]
+
+
+def test_a_threshold_change_lists_evaluated_executions_again_and_changing_it_back_unlists_them(bearer, scene, fleet):
+    key = fleet.source_key(scene.requirement, scene.site)
+    execution = fleet.execution(scene.requirement, device=scene.devices[0])
+    client = bearer(SCOPE)
+    client.post("/api/v1/burn-in/evaluations/results/", {"results": [result_item(execution, key)]}, format="json")
+    assert ids(client.get(FEED)) == []
+    scene.requirement.thresholds.update(threshold=2)
+    assert ids(client.get(FEED)) == [str(execution.id)]
+    scene.requirement.thresholds.update(threshold=0)
+    assert ids(client.get(FEED)) == []
+    assert not PendingEvaluation.objects.exists()
+
+
+def test_the_work_list_holds_what_is_pending_not_the_history(bearer, scene, fleet):
+    """The feed pages through the work list: evaluated executions leave it (kept by triggers, so
+    every writer keeps it), finished ones join it, running ones are not on it."""
+    key = fleet.source_key(scene.requirement, scene.site)
+    client = bearer(SCOPE)
+    client.get(FEED)  # the site's first read records the current keys
+    history = [fleet.execution(scene.requirement, device=scene.devices[i % 6]) for i in range(12)]
+    running = fleet.execution(scene.requirement, device=scene.devices[0], status="running")
+    assert PendingEvaluation.objects.count() == 12
+    client.post(
+        "/api/v1/burn-in/evaluations/results/", {"results": [result_item(e, key) for e in history]}, format="json"
+    )
+    assert not PendingEvaluation.objects.exists()
+    finished = fleet.execution(
+        scene.requirement, device=scene.devices[0], execution_id=running.id, metrics={"diag_failed_tests": {"value": 0}}
+    )
+    assert list(PendingEvaluation.objects.values_list("execution_id", flat=True)) == [running.id]
+    assert ids(client.get(FEED)) == [str(finished.id)]
 
 
 def test_multi_node_executions_of_the_satellites_topologies_are_in_its_feed(bearer, scene, fleet):

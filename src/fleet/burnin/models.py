@@ -115,15 +115,29 @@ class EvaluationResult(models.Model):
 
 class PolicyProgress(models.Model):
     """The projection: one row per target (requirement × device, or requirement × topology for
-    rack acceptance) in a (site, satellite, resource class) scope. Written only by reconcile."""
+    rack acceptance) in a (site, satellite, resource class) scope. Written only by reconcile.
 
-    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+")
+    Every index costs each written row (a first sweep of a million-target scope writes a million
+    rows into indexes far larger than shared buffers), so none is kept twice: the site and the
+    requirement are the leading columns of the scope-key and one-row-per-target indexes, the
+    device has `burnin_progress_device_idx`."""
+
+    # No index of its own: the scope-key and site-verdict indexes lead with it.
+    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+", db_index=False)
     satellite = models.ForeignKey("inventory.Satellite", on_delete=models.CASCADE, related_name="+")
     resource_class = models.CharField(max_length=255)
-    requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+")
+    # No index of its own: the one-row-per-target unique index leads with it. An index on the
+    # requirement alone also let the planner answer a page's key range from every row of the
+    # requirement (a bitmap of the whole scope) instead of the range.
+    requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+", db_index=False)
     gate = models.CharField(max_length=64)
     device = models.ForeignKey(
-        "inventory.Device", on_delete=models.CASCADE, null=True, blank=True, related_name="progress"
+        "inventory.Device",
+        on_delete=models.CASCADE,
+        null=True,
+        blank=True,
+        related_name="progress",
+        db_index=False,  # burnin_progress_device_idx
     )
     topology = models.ForeignKey(
         "inventory.Topology", on_delete=models.CASCADE, null=True, blank=True, related_name="progress"
@@ -360,3 +374,52 @@ class AcceptanceOverride(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device} accepted by {self.actor} without a certificate"
+
+
+class PendingEvaluation(models.Model):
+    """The work list of the pending-evaluation feed: a finished execution that has no evaluation
+    for its current `updated_at` (or, after a threshold change, none for the current source key).
+
+    Kept by the database itself, so every writer of executions and evaluations keeps it (the
+    services, bulk loads, the admin, tests): statement-level triggers add a row when an execution
+    finishes or changes after finishing, and remove it when an evaluation for that `updated_at`
+    is written (migration 0005). A change of a requirement's resolved thresholds at a site is
+    noticed by the feed itself (`PendingEvaluationKey`), which then re-lists that requirement's
+    executions at the site once. The feed pages through this table, so a page costs what is
+    pending, not the site's history."""
+
+    execution = models.OneToOneField(
+        TestExecution, on_delete=models.CASCADE, primary_key=True, related_name="pending_evaluation"
+    )
+    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+")
+    requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+")
+    updated_at = models.DateTimeField(help_text="The execution's `updated_at` (the feed's order).")
+
+    class Meta:
+        ordering = ["site", "updated_at", "execution"]
+        indexes = [
+            models.Index(fields=["site", "updated_at", "execution"], name="burnin_pending_feed_idx"),
+            models.Index(fields=["site", "requirement"], name="burnin_pending_requirement_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"pending: {self.execution_id}"
+
+
+class PendingEvaluationKey(models.Model):
+    """The source key the work list was last brought up to date for, per (requirement, site).
+    When the current resolution's key differs, the feed re-lists that requirement's finished
+    executions at the site that lack an evaluation for the new key, and records the key."""
+
+    requirement = models.ForeignKey("policies.Requirement", on_delete=models.CASCADE, related_name="+")
+    site = models.ForeignKey("inventory.Site", on_delete=models.CASCADE, related_name="+")
+    source_key = models.CharField(max_length=64)
+
+    class Meta:
+        ordering = ["site", "requirement"]
+        constraints = [
+            models.UniqueConstraint(fields=["requirement", "site"], name="burnin_pending_key_one_per_target"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.requirement_id} @ {self.site_id}: {self.source_key[:12]}"

@@ -1,8 +1,12 @@
 """The pending-evaluation feed (phase 1's input): finished executions of one satellite's targets that lack a
 current evaluation (none, one for another source key, or one for another `updated_at`).
 
-One query per page whatever the fleet size: the current source key of every requirement at the
-site is computed first (policies are small) and joined in as a VALUES list.
+A page reads the work list `PendingEvaluation` (kept by database triggers as executions finish and
+evaluations arrive), never the site's execution history: its cost follows what is pending. Two
+queries per page whatever the fleet size: the current source key of every requirement at the site
+is computed first (policies are small) and sent as arrays; the first statement re-lists the
+executions of any requirement whose key moved since the work list last saw it (a threshold change:
+once per change), the second reads the page.
 """
 
 from __future__ import annotations
@@ -48,27 +52,73 @@ class PendingPage:
     next_cursor: str | None
 
 
-_PAGE = sql("""
-WITH current_keys(requirement_id, source_key) AS (
+_CURRENT_KEYS = """current_keys(requirement_id, source_key) AS (
     SELECT * FROM unnest(%(requirement_ids)s::uuid[], %(keys)s::varchar[])
+)"""
+
+#: Requirements whose current key at the site is not the one the work list was brought up to date
+#: for: list their finished executions at the site that lack an evaluation for the new key, drop
+#: the listed ones that have one (a key changed back), and record the key. The two writes touch
+#: disjoint rows (they see the same snapshot). Nothing moved: nothing is written.
+_REFRESH = sql(
+    """
+WITH {current_keys}, moved AS (
+    SELECT c.requirement_id, c.source_key FROM current_keys c
+    LEFT JOIN {pending_key} k ON k.requirement_id = c.requirement_id AND k.site_id = %(site_id)s
+    WHERE k.source_key IS DISTINCT FROM c.source_key
+), listed AS (
+    INSERT INTO {pending} (execution_id, site_id, requirement_id, updated_at)
+    SELECT e.id, e.site_id, e.requirement_id, e.updated_at
+    FROM {execution} e JOIN moved m ON m.requirement_id = e.requirement_id
+    LEFT JOIN {evaluation} r ON r.execution_id = e.id
+    WHERE e.site_id = %(site_id)s AND e.status = ANY(%(finished)s)
+      AND (r.execution_id IS NULL OR r.evaluation_source_key <> m.source_key OR r.execution_updated_at <> e.updated_at)
+    ON CONFLICT (execution_id) DO NOTHING
+    RETURNING 1
+), dropped AS (
+    DELETE FROM {pending} w USING moved m, {evaluation} r, {execution} e
+    WHERE w.site_id = %(site_id)s AND w.requirement_id = m.requirement_id AND r.execution_id = w.execution_id
+      AND e.id = w.execution_id AND r.evaluation_source_key = m.source_key AND r.execution_updated_at = e.updated_at
+    RETURNING 1
+), recorded AS (
+    INSERT INTO {pending_key} (requirement_id, site_id, source_key)
+    SELECT requirement_id, %(site_id)s, source_key FROM moved
+    ON CONFLICT (requirement_id, site_id) DO UPDATE SET source_key = EXCLUDED.source_key
+    RETURNING 1
 )
+SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM listed), (SELECT count(*) FROM dropped),
+       (SELECT count(*) FROM recorded)
+""",
+    current_keys=_CURRENT_KEYS,
+)
+
+#: The page: the work list in (updated_at, id) order through its index, each row re-checked
+#: against the execution and its evaluation (the list may hold a row a concurrent write has just
+#: settled), filtered to the satellite's targets.
+_PAGE = sql(
+    """
+WITH {current_keys}
 SELECT e.id, e.updated_at, e.status, e.requirement_id, e.test, e.device_id, e.topology_id,
        e.parameters, e.metrics, e.error, COALESCE(d.hostname, t.label)
-FROM {execution} e
+FROM {pending} w
+JOIN {execution} e ON e.id = w.execution_id
 JOIN current_keys k ON k.requirement_id = e.requirement_id
 LEFT JOIN {device} d ON d.id = e.device_id
 LEFT JOIN {topology} t ON t.id = e.topology_id
 LEFT JOIN {evaluation} r ON r.execution_id = e.id
-WHERE e.site_id = %(site_id)s
+WHERE w.site_id = %(site_id)s
   AND e.status = ANY(%(finished)s)
   AND (d.satellite_id = %(satellite_id)s OR t.satellite_id = %(satellite_id)s)
   AND (r.execution_id IS NULL
        OR r.evaluation_source_key <> k.source_key
        OR r.execution_updated_at <> e.updated_at)
-  AND (%(after_at)s::timestamptz IS NULL OR (e.updated_at, e.id) > (%(after_at)s::timestamptz, %(after_id)s::uuid))
-ORDER BY e.updated_at, e.id
+  AND (%(after_at)s::timestamptz IS NULL
+       OR (w.updated_at, w.execution_id) > (%(after_at)s::timestamptz, %(after_id)s::uuid))
+ORDER BY w.updated_at, w.execution_id
 LIMIT %(limit)s
-""")
+""",
+    current_keys=_CURRENT_KEYS,
+)
 
 
 def _json(value: Any) -> Any:
@@ -94,20 +144,19 @@ def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | 
     requirements = dict(Requirement.objects.values_list("id", "name"))
     resolutions = load_resolutions((requirement_id, satellite.site_id) for requirement_id in requirements)
     ids = list(requirements)
+    params: dict[str, Any] = {
+        "requirement_ids": ids,
+        "keys": [resolutions[(rid, satellite.site_id)].key for rid in ids],
+        "site_id": satellite.site_id,
+        "finished": sorted(FINISHED_EXECUTION_STATUSES),
+        "satellite_id": satellite.id,
+        "after_at": after[0] if after else None,
+        "after_id": after[1] if after else None,
+        "limit": limit + 1,
+    }
     with connection.cursor() as db:
-        db.execute(
-            _PAGE,
-            {
-                "requirement_ids": ids,
-                "keys": [resolutions[(rid, satellite.site_id)].key for rid in ids],
-                "site_id": satellite.site_id,
-                "finished": sorted(FINISHED_EXECUTION_STATUSES),
-                "satellite_id": satellite.id,
-                "after_at": after[0] if after else None,
-                "after_id": after[1] if after else None,
-                "limit": limit + 1,
-            },
-        )
+        db.execute(_REFRESH, params)
+        db.execute(_PAGE, params)
         rows = db.fetchall()
     has_more = len(rows) > limit
     rows = rows[:limit]

@@ -17,13 +17,13 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db import connection
 from django.db.models import Count, Q
 
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.burnin.selectors import latest_execution_sql
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
+from fleet.core.replica import read_connection
 from fleet.inventory.models import Device, Site, Topology, TopologyMembership
 from fleet.jobs.models import Job, JobDevice
 from fleet.policies.models import AcceptancePolicy, Requirement, ThresholdRule
@@ -95,7 +95,7 @@ def acceptance(site_ids: Sequence[UUID], device_id: UUID | None = None) -> dict[
         "passed": Verdict.PASSED,
         "multi_node": RequirementScope.MULTI_NODE,
     }
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(ACCEPTANCE, params)
         return {(site, rc): Acceptance(enrolled, accepted) for site, rc, enrolled, accepted in cursor.fetchall()}
 
@@ -651,7 +651,7 @@ def metric_pictures(site: Site, requirement_name: str) -> list[MetricPicture]:
             columns["devices"].append(device_id)
             columns["topologies"].append(topology_id)
             columns["labels"].append(label)
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(_LATEST_METRICS, columns | {"completed": ExecutionStatus.COMPLETED})
         latest = cursor.fetchall()
     pictures = []

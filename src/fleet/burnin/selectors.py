@@ -6,13 +6,13 @@ from collections import defaultdict
 from dataclasses import dataclass
 from uuid import UUID
 
-from django.db import connection
 from django.db.models import Count
 from django.shortcuts import get_object_or_404
 
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
+from fleet.core.replica import read_connection
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Satellite, Site
 from fleet_rules.vocabulary import Verdict
@@ -94,7 +94,7 @@ def latest_execution_ids(targets: list[TargetKey]) -> dict[tuple[UUID, UUID], UU
     """The latest execution of each target, in one query."""
     if not targets:
         return {}
-    with connection.cursor() as cursor:
+    with read_connection().cursor() as cursor:
         cursor.execute(
             _LATEST,
             [

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from fleet.burnin.models import EvaluationResult, PolicyProgress, ReconcileSweep, TestExecution
+from fleet.burnin.models import (
+    EvaluationResult,
+    PendingEvaluation,
+    PendingEvaluationKey,
+    PolicyProgress,
+    ReconcileSweep,
+    TestExecution,
+)
 from fleet.inventory.models import Device, Topology, TopologyMembership
 from fleet.policies.models import Requirement
 
@@ -16,6 +23,8 @@ TABLES = {
     "evaluation": EvaluationResult._meta.db_table,
     "progress": PolicyProgress._meta.db_table,
     "sweep": ReconcileSweep._meta.db_table,
+    "pending": PendingEvaluation._meta.db_table,
+    "pending_key": PendingEvaluationKey._meta.db_table,
 }
 
 

@@ -20,3 +20,10 @@ def lock_in_pk_order(model: type[M], ids: Iterable[Any], *, related: tuple[str, 
     # FOR NO KEY UPDATE: excludes other lockers of these rows, yet lets inserts that merely
     # reference them (an execution report naming the device) proceed.
     return list(queryset.select_for_update(no_key=True, of=("self",) if related else ()))
+
+
+def lock_ids_in_pk_order(model: type[models.Model], ids: Iterable[Any]) -> list[Any]:
+    """The same locks as `lock_in_pk_order`, for a caller that needs the locks, not the rows: only
+    the keys come back (building 10,000 model instances was a tenth of a 10,000-device dispatch)."""
+    queryset = model._default_manager.filter(pk__in=sorted(set(ids), key=str)).order_by("pk")
+    return list(queryset.select_for_update(no_key=True).values_list("pk", flat=True))

@@ -3,12 +3,14 @@ session users, so a page hides what its viewer may not do and the server refuses
 
 from __future__ import annotations
 
+from contextlib import nullcontext
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
 from django.http import Http404, HttpRequest
 
 from fleet.core.exceptions import NotFoundError
+from fleet.core.replica import replica_reads
 
 #: What reading the burn-in pages takes (the API's reads check the same).
 VIEW_PROGRESS = "burnin.view_policyprogress"
@@ -49,8 +51,15 @@ class Page(LoginRequiredMixin, PermissionRequiredMixin):
     person without it gets the 403 page, a signed-out one the login page; what a selector does not
     find is the 404 page."""
 
+    #: Read this page's domain data from the replica (DATABASE_REPLICA_URL), on GET: for pages
+    #: whose reader can live with the replica's lag (aggregates), never for the page someone lands
+    #: on right after a write.
+    replica_ok = False
+
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
+        reads = replica_reads() if self.replica_ok and request.method in ("GET", "HEAD") else nullcontext()
         try:
-            return super().dispatch(request, *args, **kwargs)
+            with reads:
+                return super().dispatch(request, *args, **kwargs)
         except NotFoundError as exc:
             raise Http404(exc.detail) from exc

@@ -54,6 +54,7 @@ def _page(request: HttpRequest, template: str, context: dict[str, Any], fragment
 
 
 class Overview(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -82,6 +83,7 @@ class Overview(access.Page, View):
 
 
 class SitePage(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
@@ -101,6 +103,7 @@ class SitePage(access.Page, View):
 
 
 class GridPage(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
@@ -161,6 +164,7 @@ def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, reads.Failu
 
 
 class FailuresPage(access.Page, View):
+    replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
@@ -222,6 +226,8 @@ def _passed_after(site: Site, filters: reads.FailureFilters) -> list[attempts.Pa
 
 class FailuresCsv(access.Page, View):
     """The failures list as CSV: the same rows and order, streamed a bounded chunk at a time."""
+
+    replica_ok = True
 
     permission_required = access.VIEW_PROGRESS
 
@@ -342,6 +348,7 @@ class ExecutionPage(access.Page, View):
 
 
 class MetricsPage(access.Page, View):
+    replica_ok = True
     permission_required = (access.VIEW_PROGRESS, access.VIEW_EXECUTIONS)
 
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:

@@ -59,7 +59,12 @@ class Job(TimeStamped):
 
     @property
     def requirement_names(self) -> list[str]:
-        return [r["name"] for r in (self.parameters or {}).get("requirements", [])]
+        return self.requirement_names_of(self.parameters)
+
+    @staticmethod
+    def requirement_names_of(parameters: dict | None) -> list[str]:
+        """The requirements a job's `parameters` carry (for reads that fetch the column alone)."""
+        return [r["name"] for r in (parameters or {}).get("requirements", [])]
 
 
 class JobDevice(models.Model):

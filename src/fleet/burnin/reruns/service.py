@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from fleet.burnin import metrics
 from fleet.burnin.reruns.load import check_selection, involved_devices, load_planning_input
-from fleet.core.locks import lock_in_pk_order
+from fleet.core.locks import lock_ids_in_pk_order
 from fleet.inventory.models import Device, Site
 from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
 from fleet_rules.planning import Plan, PlannedJob, TopologyFacts, plan
@@ -49,7 +49,7 @@ def rerun_plan_preview(*, site: Site, device_ids: Sequence[UUID], mode: Planning
 def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode, requested_by: str) -> DispatchOutcome:
     selected = check_selection(site, device_ids)
     involved = involved_devices(selected)
-    lock_in_pk_order(Device, involved)
+    lock_ids_in_pk_order(Device, involved)
     jobs_expire_leases_holding(device_ids=involved, now=timezone.now())
     decided = plan(load_planning_input(selected=selected, mode=mode, involved=involved))
     specs = [
