@@ -39,6 +39,24 @@ def test_the_site_page_counts_certified_devices_and_shows_time_to_accept_and_who
     assert "rack-nccl" in page.split("waiting longest")[1]
 
 
+def test_a_superseded_or_expired_certificate_is_not_counted_and_its_device_waits(person, burnt_in):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from fleet_rules.vocabulary import SupersedeReason
+
+    now = timezone.now()
+    superseded = AcceptanceCertificate.objects.get(device__hostname="a00-n01")
+    superseded.superseded_at, superseded.supersede_reason = now, SupersedeReason.FAILED
+    superseded.save(update_fields=["superseded_at", "supersede_reason"])
+    AcceptanceCertificate.objects.filter(device__hostname="a00-n02").update(valid_until=now - timedelta(seconds=1))
+    page = text(person(VIEWER).get("/sites/lon-1/"))
+    assert '<strong class="certified">1 of 8</strong>' in page
+    waiting = page.split("waiting longest")[1]
+    assert "a00-n01" in waiting and "a00-n02" in waiting and "a00-n03" not in waiting
+
+
 def test_without_the_certificate_permission_the_sections_are_not_shown(person, burnt_in):
     viewer = person([p for p in VIEWER if p != "burnin.view_acceptancecertificate"], username="plain")
     assert "Acceptance certificate" not in text(viewer.get("/sites/lon-1/devices/a00-n01/"))

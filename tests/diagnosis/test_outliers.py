@@ -145,3 +145,20 @@ def test_outliers_take_the_same_number_of_queries_at_1000_and_100000_devices(fle
         assert group.verdict.size == n
         assert [o.hostname for o in group.verdict.outliers] == ["bulk-1"]
     assert counts[1_000] == counts[100_000] == 3
+
+
+def test_the_database_s_aggregates_agree_with_the_rule_over_every_sample(fleet):
+    """The service aggregates size, median and MAD in PostgreSQL and fetches only candidates; the
+    verdict must equal the pure rule's over all the samples (an even count, ties, two outliers)."""
+    from fleet_rules.outliers import Sample, find_outliers
+
+    values = [400.0, 401.5, 398.5, 402.0, 399.0, 400.5, 401.0, 399.5, 400.0, 400.25, 330.0, 310.0]
+    site, devices = seed(fleet, values)
+    (group,) = site_outlier_groups(site=site)
+    expected = find_outliers(
+        [Sample(d.id, d.hostname, v) for d, v in zip(devices, values, strict=True)], comparator="gte"
+    )
+    assert group.verdict.size == expected.size == 12
+    assert group.verdict.median == expected.median and group.verdict.mad == expected.mad
+    assert [(o.hostname, o.value) for o in group.verdict.outliers] == [("a01-n11", 310.0), ("a01-n10", 330.0)]
+    assert group.verdict.outliers == expected.outliers

@@ -5,7 +5,8 @@ The spread is the median absolute deviation (MAD), which a few bad devices canno
 they inflate a standard deviation; a device's robust z-score is `0.6745 · (x − median) / MAD`
 (0.6745 makes it comparable with an ordinary z-score for normal data). The threshold rule's
 comparator says which side is bad: for `gt`/`gte` (a floor) low values are, for `lt`/`lte` (a
-ceiling) high ones; `eq` has no worse side. Pure: the service loads the samples, this decides.
+ceiling) high ones; `eq` has no worse side. Pure: the service loads the samples (or, for a large
+fleet, each group's size, median and MAD with the samples that may be beyond `k`), this decides.
 """
 
 from __future__ import annotations
@@ -80,23 +81,41 @@ def find_outliers(
     min_group: int = DEFAULT_MIN_GROUP,
 ) -> GroupVerdict:
     """The group's outliers: devices whose robust z-score is beyond `k` on the bad side."""
+    kept = [s for s in samples if math.isfinite(s.value)]
+    values = [s.value for s in kept]
+    centre = float(median(values)) if values else None
+    spread = mad(values, centre) if centre is not None else None
+    return judge_group(len(kept), centre, spread, kept, comparator=comparator, k=k, min_group=min_group)
+
+
+def judge_group(
+    size: int,
+    centre: float | None,
+    spread: float | None,
+    candidates: Sequence[Sample],
+    *,
+    comparator: str,
+    k: float = DEFAULT_K,
+    min_group: int = DEFAULT_MIN_GROUP,
+) -> GroupVerdict:
+    """The verdict of a group of `size` finite values with median `centre` and MAD `spread`,
+    judging `candidates`: all of its samples, or any subset that holds every sample beyond `k`
+    on either side (a loader may aggregate in the database and fetch only those)."""
     if k <= 0 or not math.isfinite(k):
         raise ValueError("k must be a positive finite number")
-    values = [s.value for s in samples if math.isfinite(s.value)]
-    kept = [s for s in samples if math.isfinite(s.value)]
-    if len(kept) < max(min_group, 1):
-        return GroupVerdict(len(kept), None, None, (), OutlierGroupReason.TOO_FEW_DEVICES)
-    centre = float(median(values))
-    spread = mad(values, centre)
+    if size < max(min_group, 1) or centre is None or spread is None:
+        return GroupVerdict(size, None, None, (), OutlierGroupReason.TOO_FEW_DEVICES)
     side = bad_side(comparator)
     if side == 0:
-        return GroupVerdict(len(kept), centre, spread, (), OutlierGroupReason.NO_BAD_SIDE)
+        return GroupVerdict(size, centre, spread, (), OutlierGroupReason.NO_BAD_SIDE)
     if spread == 0:
-        return GroupVerdict(len(kept), centre, spread, (), OutlierGroupReason.MAD_ZERO)
+        return GroupVerdict(size, centre, spread, (), OutlierGroupReason.MAD_ZERO)
     found = []
-    for sample in kept:
+    for sample in candidates:
+        if not math.isfinite(sample.value):
+            continue
         z = robust_z(sample.value, centre, spread)
         if z * side > k:
             found.append(Outlier(sample.device_id, sample.hostname, sample.value, z))
     found.sort(key=lambda o: (-abs(o.robust_z), o.hostname, str(o.device_id)))
-    return GroupVerdict(len(kept), centre, spread, tuple(found), None if found else OutlierGroupReason.NONE_BEYOND_K)
+    return GroupVerdict(size, centre, spread, tuple(found), None if found else OutlierGroupReason.NONE_BEYOND_K)

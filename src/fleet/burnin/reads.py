@@ -187,12 +187,14 @@ def site_progress(site: Site) -> list[ClassProgress]:
 
 
 def _projected_classes(site: Site) -> set[str]:
-    return set(PolicyProgress.objects.filter(site=site).values_list("resource_class", flat=True).distinct())
+    # `order_by()` clears the model's ordering, which Django would otherwise add to the DISTINCT
+    # (every row's site, satellite, requirement and target: a sort of the whole projection).
+    return set(PolicyProgress.objects.filter(site=site).order_by().values_list("resource_class", flat=True).distinct())
 
 
 def site_resource_classes(site: Site) -> list[str]:
     """Every resource class with devices at the site (one query)."""
-    return sorted(set(Device.objects.filter(site=site).values_list("resource_class", flat=True).distinct()))
+    return sorted(set(Device.objects.filter(site=site).order_by().values_list("resource_class", flat=True).distinct()))
 
 
 # --- the grid ----------------------------------------------------------------------------------------

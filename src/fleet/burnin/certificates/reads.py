@@ -162,21 +162,38 @@ class ClassCertification:
 
 SLOWEST = 5
 
+# A device's current certificate, if it has one, is its latest issued (a successor is issued after
+# its predecessor is superseded): probed through the (device, issued_at) index. Probing "the one with
+# superseded_at null" let the planner, on the statistics of a table the sweep had just filled, read
+# it through the (site, resource class) index and scan every current certificate per device
+# (0.2 s at 5,000 devices); a plain join went quadratic the same way.
+_LATEST = sql(
+    """(
+    SELECT true AS present, c.superseded_at, c.valid_until FROM {certificate} c
+    WHERE c.device_id = d.id ORDER BY c.issued_at DESC LIMIT 1
+)""",
+    certificate=AcceptanceCertificate._meta.db_table,
+)
+_VALID = (
+    "coalesce(cur.present AND cur.superseded_at IS NULL"
+    " AND (cur.valid_until IS NULL OR cur.valid_until > %(now)s), false)"
+)
 _CLASSES = sql(
     """
 SELECT d.resource_class, count(*),
-       count(*) FILTER (WHERE EXISTS (
-           SELECT 1 FROM {certificate} c WHERE c.device_id = d.id AND c.superseded_at IS NULL
-             AND (c.valid_until IS NULL OR c.valid_until > %(now)s))),
+       count(*) FILTER (WHERE {valid}),
        percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)),
        percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at))
 FROM {device} d
+LEFT JOIN LATERAL {latest} cur ON true
 LEFT JOIN LATERAL (SELECT min(c.issued_at) AS first FROM {certificate} c WHERE c.device_id = d.id) f ON true
 WHERE d.site_id = %(site)s AND {enrolled}
 GROUP BY d.resource_class ORDER BY d.resource_class
 """,
     certificate=AcceptanceCertificate._meta.db_table,
     enrolled=enrolled_sql("d"),
+    latest=_LATEST,
+    valid=_VALID,
 )
 
 _SLOWEST = sql(
@@ -185,13 +202,14 @@ SELECT id, hostname, resource_class, enrolled_at FROM (
     SELECT d.id, d.hostname, d.resource_class, d.enrolled_at,
            row_number() OVER (PARTITION BY d.resource_class ORDER BY d.enrolled_at, d.hostname) AS n
     FROM {device} d
-    WHERE d.site_id = %(site)s AND {enrolled} AND NOT EXISTS (
-        SELECT 1 FROM {certificate} c WHERE c.device_id = d.id AND c.superseded_at IS NULL
-          AND (c.valid_until IS NULL OR c.valid_until > %(now)s))
+    LEFT JOIN LATERAL {latest} cur ON true
+    WHERE d.site_id = %(site)s AND {enrolled} AND NOT {valid}
 ) ranked WHERE n <= %(slowest)s ORDER BY resource_class, enrolled_at, hostname
 """,
     certificate=AcceptanceCertificate._meta.db_table,
     enrolled=enrolled_sql("d"),
+    latest=_LATEST,
+    valid=_VALID,
 )
 
 _WAITING_ON = sql(

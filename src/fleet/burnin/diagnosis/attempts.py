@@ -78,21 +78,33 @@ class PassedAfter:
     summary: AttemptSummary
 
 
+# Starts from the site's failed and errored runs under the current version (a minority) and probes
+# each one's projection row by its unique key, keeping the targets whose row is now passed: the
+# worst plan is linear in those runs whatever the statistics say (probing every passed row's
+# history cost 0.2 s at 5,000 devices; a plain join on stale statistics went quadratic, 14 s).
 _PASSED_AFTER = sql(
     """
+WITH bad AS MATERIALIZED (
+    SELECT DISTINCT e.requirement_id, coalesce(e.device_id, e.topology_id) AS target_id
+    FROM {execution} e
+    JOIN {evaluation} ev ON ev.execution_id = e.id
+    JOIN {requirement} r ON r.id = e.requirement_id
+    JOIN {policy} pol ON pol.id = r.policy_id
+    WHERE e.site_id = %(site)s AND NOT e.diagnostic AND {since} AND (e.status = %(errored)s OR NOT ev.passed)
+)
 SELECT p.requirement_id, p.target_id, p.device_id, p.topology_id, coalesce(d.hostname, t.label), p.resource_class,
        r.name, p.execution_id
-FROM {progress} p
+FROM bad
+CROSS JOIN LATERAL (
+    SELECT p.requirement_id, p.target_id, p.device_id, p.topology_id, p.resource_class, p.execution_id,
+           p.site_id, p.verdict, p.policy_version
+    FROM {progress} p WHERE p.requirement_id = bad.requirement_id AND p.target_id = bad.target_id LIMIT 1
+) p
 JOIN {requirement} r ON r.id = p.requirement_id
 JOIN {policy} pol ON pol.id = r.policy_id
-LEFT JOIN {device} d ON d.id = p.device_id
-LEFT JOIN {topology} t ON t.id = p.topology_id
+LEFT JOIN LATERAL (SELECT d.hostname FROM {device} d WHERE d.id = p.device_id) d ON true
+LEFT JOIN LATERAL (SELECT t.label FROM {topology} t WHERE t.id = p.topology_id) t ON true
 WHERE p.site_id = %(site)s AND p.verdict = %(passed)s AND p.policy_version = pol.version
-  AND EXISTS (
-    SELECT 1 FROM {execution} e JOIN {evaluation} ev ON ev.execution_id = e.id
-    WHERE e.requirement_id = p.requirement_id AND (e.device_id = p.target_id OR e.topology_id = p.target_id)
-      AND NOT e.diagnostic AND {since} AND (e.status = %(errored)s OR NOT ev.passed)
-  )
 ORDER BY r.name, coalesce(d.hostname, t.label)
 LIMIT %(limit)s
 """,

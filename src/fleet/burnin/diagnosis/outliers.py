@@ -1,10 +1,12 @@
-"""Outliers at a site: load every sample in a fixed number of queries, decide in
-`fleet_rules.outliers`, then sort and page.
+"""Outliers at a site: each group's size, median and MAD aggregated in the database, with the
+samples that may lie beyond `k`, in a fixed number of queries; decided in `fleet_rules.outliers`,
+then sorted and paged.
 
 A sample is a device's latest *passing* evidence for a single-node requirement: the execution
 behind its `passed` projection row at the policy's current version, and the value each resolved
 threshold rule of the requirement compares. Groups are (resource class, requirement, metric,
-statistic) at the site. The number of queries does not depend on the fleet's size: the work does.
+statistic) at the site. Neither the number of queries nor the memory depends on the fleet's
+size: only the groups and their candidates reach Python, never every sample.
 """
 
 from __future__ import annotations
@@ -22,24 +24,41 @@ from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.models import Site
 from fleet.policies.models import Requirement
 from fleet.policies.selectors import load_resolutions
-from fleet_rules.outliers import DEFAULT_K, DEFAULT_MIN_GROUP, GroupVerdict, Sample, find_outliers
+from fleet_rules.outliers import CONSISTENCY, DEFAULT_K, DEFAULT_MIN_GROUP, GroupVerdict, Sample, judge_group
 from fleet_rules.vocabulary import OutlierGroupReason, RequirementScope, Verdict
 
-_SAMPLES = sql(
+# Groups (kind 0: size, median, MAD) and candidates (kind 1: the samples whose robust z-score
+# is beyond the group's k on either side; the rule decides which side counts) in one statement.
+_GROUPS = sql(
     """
-SELECT rule.n, p.device_id, d.hostname,
-       CASE WHEN jsonb_typeof(v.value) = 'number' THEN (v.value)::text::float8 END
-FROM unnest(%(requirements)s::uuid[], %(metrics)s::text[], %(statistics)s::text[], %(ordinals)s::int[],
-            %(versions)s::int[]) AS rule(requirement_id, metric, statistic, n, version)
-JOIN {progress} p ON p.requirement_id = rule.requirement_id AND p.site_id = %(site)s
-     AND p.device_id IS NOT NULL AND p.verdict = %(passed)s AND p.policy_version = rule.version
-JOIN {execution} x ON x.id = p.execution_id
-JOIN {device} d ON d.id = p.device_id
-CROSS JOIN LATERAL (
-    SELECT CASE WHEN rule.statistic IS NULL THEN x.metrics -> rule.metric -> 'value'
-                ELSE x.metrics -> rule.metric -> 'statistics' -> rule.statistic END AS value
-) v
-ORDER BY rule.n, d.hostname
+WITH samples AS MATERIALIZED (
+    SELECT rule.n, rule.k, p.device_id, d.hostname, v.value
+    FROM unnest(%(requirements)s::uuid[], %(metrics)s::text[], %(statistics)s::text[], %(ordinals)s::int[],
+                %(versions)s::int[], %(ks)s::float8[]) AS rule(requirement_id, metric, statistic, n, version, k)
+    JOIN {progress} p ON p.requirement_id = rule.requirement_id AND p.site_id = %(site)s
+         AND p.device_id IS NOT NULL AND p.verdict = %(passed)s AND p.policy_version = rule.version
+    JOIN {execution} x ON x.id = p.execution_id
+    JOIN {device} d ON d.id = p.device_id
+    CROSS JOIN LATERAL (
+        SELECT CASE WHEN jsonb_typeof(j.value) = 'number' THEN (j.value)::text::float8 END AS value
+        FROM (SELECT CASE WHEN rule.statistic IS NULL THEN x.metrics -> rule.metric -> 'value'
+                          ELSE x.metrics -> rule.metric -> 'statistics' -> rule.statistic END AS value) j
+    ) v
+    WHERE v.value IS NOT NULL AND v.value NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)
+), centre AS (
+    SELECT n, count(*) AS size, percentile_cont(0.5) WITHIN GROUP (ORDER BY value) AS median
+    FROM samples GROUP BY n
+), spread AS (
+    SELECT s.n, percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(s.value - c.median)) AS mad
+    FROM samples s JOIN centre c USING (n) GROUP BY s.n
+)
+SELECT 0 AS kind, c.n, c.size, c.median, sp.mad, NULL::uuid, NULL::text, NULL::float8
+FROM centre c JOIN spread sp USING (n)
+UNION ALL
+SELECT 1, s.n, NULL, NULL, NULL, s.device_id, s.hostname, s.value
+FROM samples s JOIN centre c USING (n) JOIN spread sp USING (n)
+WHERE c.size >= %(min_group)s AND sp.mad > 0 AND abs(s.value - c.median) * %(consistency)s / sp.mad > s.k
+ORDER BY 1, 2, 7
 """
 )
 
@@ -143,11 +162,13 @@ def site_outlier_groups(
                 )
             )
             versions.append(r.policy.version)
-    samples: dict[int, list[Sample]] = defaultdict(list)
+    minimum = min_group_size()
+    stats: dict[int, tuple[int, float, float]] = {}
+    candidates: dict[int, list[Sample]] = defaultdict(list)
     if keys:
         with connection.cursor() as cursor:
             cursor.execute(
-                _SAMPLES,
+                _GROUPS,
                 {
                     "requirements": [k.requirement_id for k in keys],
                     "metrics": [k.metric for k in keys],
@@ -156,16 +177,24 @@ def site_outlier_groups(
                     "versions": versions,
                     "site": site.id,
                     "passed": Verdict.PASSED,
+                    "ks": [k.k for k in keys],
+                    "min_group": max(minimum, 1),
+                    "consistency": CONSISTENCY,
                 },
             )
-            for n, device_id, hostname, value in cursor.fetchall():
-                if value is not None:
-                    samples[n].append(Sample(device_id, hostname, value))
-    minimum = min_group_size()
-    return [
-        Group(key, find_outliers(samples[n], comparator=key.comparator, k=key.k, min_group=minimum), minimum)
-        for n, key in enumerate(keys, start=1)
-    ]
+            for kind, n, size, centre, spread, device_id, hostname, value in cursor.fetchall():
+                if kind == 0:
+                    stats[n] = (size, centre, spread)
+                else:
+                    candidates[n].append(Sample(device_id, hostname, value))
+    groups = []
+    for n, key in enumerate(keys, start=1):
+        size, centre, spread = stats.get(n, (0, None, None))
+        verdict = judge_group(
+            size, centre, spread, candidates[n], comparator=key.comparator, k=key.k, min_group=minimum
+        )
+        groups.append(Group(key, verdict, minimum))
+    return groups
 
 
 CURSOR_PURPOSE = "outliers"
