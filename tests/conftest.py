@@ -51,13 +51,7 @@ def oauth_client(db) -> Callable[..., Application]:
             owner, _ = get_user_model().objects.get_or_create(
                 username=f"owner-of-{name}", defaults={"is_superuser": True}
             )
-        app = Application.objects.create(
-            name=name,
-            user=owner,
-            client_type=Application.CLIENT_CONFIDENTIAL,
-            authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
-            client_secret=CLIENT_SECRET,
-        )
+        app = client_credentials_app(name, owner)
         if satellite is not None:
             from fleet.inventory.models import SatelliteCredential
 
@@ -65,6 +59,17 @@ def oauth_client(db) -> Callable[..., Application]:
         return app
 
     return make
+
+
+def client_credentials_app(name: str, owner) -> Application:
+    """A confidential client-credentials application with the tests' secret, owned by `owner`."""
+    return Application.objects.create(
+        name=name,
+        user=owner,
+        client_type=Application.CLIENT_CONFIDENTIAL,
+        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
+        client_secret=CLIENT_SECRET,
+    )
 
 
 def fetch_token(client: APIClient, app: Application, scopes: list[str] | str) -> str:

@@ -19,7 +19,7 @@ from django.test import Client
 from oauth2_provider.models import Application
 
 from tests import helpers
-from tests.conftest import CLIENT_SECRET, fetch_token
+from tests.conftest import CLIENT_SECRET, client_credentials_app, fetch_token
 from tests.core.test_auth import HEARTBEAT, heartbeat_body
 from tests.helpers import REPO
 
@@ -53,13 +53,7 @@ def test_1_only_the_client_credentials_grant_is_served(db, user_factory):
 
 
 def _owned_client(owner, name="script"):
-    return Application.objects.create(
-        name=name,
-        user=owner,
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
-        client_secret=CLIENT_SECRET,
-    )
+    return client_credentials_app(name, owner)
 
 
 def test_1_a_client_owned_by_a_person_without_permissions_gets_no_operator_scope(db, user_factory, api):

@@ -39,7 +39,7 @@ from oauth2_provider.models import AccessToken
 from fleet.jobs.services import JobSpec, job_create
 from fleet_rules.vocabulary import WorkflowName
 from tests.builders import passing_payload, result_item
-from tests.conftest import CLIENT_SECRET, fetch_token
+from tests.conftest import CLIENT_SECRET, client_credentials_app, fetch_token
 from tests.reliability.checksums import changed_tables, table_checksums
 from tests.schema_validation import ValidatingAPIClient, generated_schema
 
@@ -141,16 +141,9 @@ def world(fleet) -> World:
 
 def _superuser_app(name: str):
     from django.contrib.auth import get_user_model
-    from oauth2_provider.models import Application
 
     owner, _ = get_user_model().objects.get_or_create(username=f"owner-of-{name}", defaults={"is_superuser": True})
-    return Application.objects.create(
-        name=name,
-        user=owner,
-        client_type=Application.CLIENT_CONFIDENTIAL,
-        authorization_grant_type=Application.GRANT_CLIENT_CREDENTIALS,
-        client_secret=CLIENT_SECRET,
-    )
+    return client_credentials_app(name, owner)
 
 
 def _bearer_client(app, scopes: list[str]) -> ValidatingAPIClient:
