@@ -96,8 +96,9 @@ class DeviceAcceptView(APIView):
         data = validated(s.DeviceAcceptRequestSerializer, request)
         device = get_object_or_404(Device, id=device_id)
         ensure_site_allowed(request.user, device.site_id)
+        # A token acts for its client's owner; a client without one (a satellite's) may never force.
         person = getattr(request.user, "owner", None) if hasattr(request.auth, "scope") else request.user
-        if data["force"] and person is not None and not person.has_perm(OVERRIDE_PERMISSION):
+        if data["force"] and (person is None or not person.has_perm(OVERRIDE_PERMISSION)):
             raise PermissionDeniedError(f"Forcing an acceptance needs the {OVERRIDE_PERMISSION} permission.")
         accepted = device_accept(
             device_id=device.id, actor=actor_label(request.user), force=data["force"], reason=data["reason"]
