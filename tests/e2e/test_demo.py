@@ -52,3 +52,8 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     assert not JobDevice.objects.filter(active=True, job__status="running").exists()
     assert (tmp_path / "demo-admin-password").exists()
     assert "Traceback" not in result.stderr
+    # The terminal tells the story: no line per served request, no warning from the HTTP server.
+    output = result.stdout + result.stderr
+    served = [line for line in output.splitlines() if '"fleet.request"' in line and '"level": "INFO"' in line]
+    assert not served, served[:3]
+    assert "Lifespan errored" not in output

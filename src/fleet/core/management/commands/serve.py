@@ -64,7 +64,7 @@ class Command(BaseCommand):
             "fleet.asgi:application",
             address=options["host"],
             port=options["port"],
-            interface=Interfaces.ASGI,
+            interface=Interfaces.ASGINL,  # ASGI without lifespan: Django has none (granian warned at start)
             workers=options["workers"],
             backpressure=options["backpressure"],
             http=HTTPModes.http1,

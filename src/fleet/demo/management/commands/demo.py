@@ -95,7 +95,9 @@ class Command(BaseCommand):
             children.append(
                 self.spawn(
                     [sys.executable, "-m", "fleet", "serve", "--host", options["host"], "--port", str(options["port"])],
-                    {},
+                    # The story is the agents' lines and the progress table: a line per request
+                    # would bury it (4xx and 5xx still show; FLEET_REQUEST_LOG_LEVEL overrides).
+                    {"FLEET_REQUEST_LOG_LEVEL": os.environ.get("FLEET_REQUEST_LOG_LEVEL", "WARNING")},
                 )
             )
             self.wait_until_up(base, children[0])
