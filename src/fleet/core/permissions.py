@@ -45,13 +45,21 @@ def view_permissions(view: Any, method: str) -> list[str] | None:
     return None if value is _UNDECLARED else list(value or [])
 
 
+def acting_person(request: Any) -> Any:
+    """The person whose model permissions a request acts with: the signed-in user, or for a bearer
+    token its client's owner; None for a satellite's client (it has scopes, never permissions)."""
+    if hasattr(request.auth, "scope"):
+        return getattr(request.user, "owner", None)
+    return request.user
+
+
 class ScopeOrModelPermission(TokenHasScope):
     def has_permission(self, request, view) -> bool:
         permissions = view_permissions(view, request.method)
         if hasattr(request.auth, "scope"):
             if not super().has_permission(request, view):
                 return False
-            owner = getattr(request.user, "owner", None)
+            owner = acting_person(request)
             if owner is None:
                 return True  # a satellite's client: confined by its scopes and its identity
             return permissions is not None and owner.has_perms(permissions)

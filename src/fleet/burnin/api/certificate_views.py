@@ -15,6 +15,7 @@ from fleet.burnin.api import certificate_serializers as s
 from fleet.burnin.certificates.acceptance import OVERRIDE_PERMISSION, device_accept
 from fleet.burnin.certificates.reads import certificate_keys, device_certificate, device_certificates, envelope
 from fleet.core.exceptions import PermissionDeniedError
+from fleet.core.permissions import acting_person
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses
 from fleet.inventory.identity import actor_label, ensure_site_allowed
@@ -96,8 +97,7 @@ class DeviceAcceptView(APIView):
         data = validated(s.DeviceAcceptRequestSerializer, request)
         device = get_object_or_404(Device, id=device_id)
         ensure_site_allowed(request.user, device.site_id)
-        # A token acts for its client's owner; a client without one (a satellite's) may never force.
-        person = getattr(request.user, "owner", None) if hasattr(request.auth, "scope") else request.user
+        person = acting_person(request)  # None (a satellite's client) may never force
         if data["force"] and (person is None or not person.has_perm(OVERRIDE_PERMISSION)):
             raise PermissionDeniedError(f"Forcing an acceptance needs the {OVERRIDE_PERMISSION} permission.")
         accepted = device_accept(
