@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from uuid import UUID
 
+from django.conf import settings
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema, extend_schema_view
 from rest_framework import generics, status
@@ -13,6 +14,7 @@ from rest_framework.views import APIView
 
 from fleet.burnin.api import serializers as s
 from fleet.burnin.api.filters import PolicyProgressFilter
+from fleet.burnin.api.plain_results import plainly_valid_results
 from fleet.burnin.evaluation_results.service import evaluation_results_upsert
 from fleet.burnin.executions import ExecutionReport, execution_report
 from fleet.burnin.models import PolicyProgress
@@ -44,7 +46,9 @@ class EvaluationResultsUpsertView(APIView):
         responses={200: s.BurnInEvaluationResultsResponseSerializer, **error_responses(400, 401, 403)},
     )
     def post(self, request: Request) -> Response:
-        data = validated(s.BurnInEvaluationResultsRequestSerializer, request)
+        results = plainly_valid_results(request.data, limit=int(settings.FLEET["EVALUATION_RESULTS_MAX_ITEMS"]))
+        if results is None:  # the serializer judges anything not plainly valid, and words the errors
+            results = validated(s.BurnInEvaluationResultsRequestSerializer, request)["results"]
         items = [
             ResultItem(
                 execution_id=row["execution_id"],
@@ -52,7 +56,7 @@ class EvaluationResultsUpsertView(APIView):
                 source_key=row["evaluation_source_key"],
                 expected_updated_at=row["expected_updated_at"],
             )
-            for row in data["results"]
+            for row in results
         ]
         counts = evaluation_results_upsert(items=items, actor=request.user)
         return Response(s.BurnInEvaluationResultsResponseSerializer(counts).data)

@@ -1,13 +1,18 @@
 """The guarded bulk upsert of evaluation results: a stored result for a newer
-`execution_updated_at` is never replaced by an older one."""
+`execution_updated_at` is never replaced by an older one.
+
+The batch travels as one JSON document read by `jsonb_to_recordset`, not as seven arrays: the
+client binds parameters as text, and psycopg quotes array elements one by one in Python (about
+half the statement's time at 500 rows, profiled), while one `json.dumps` of the batch is C.
+"""
 
 from __future__ import annotations
 
+import json
 from uuid import UUID
 
 from django.db import connection
 from django.utils import timezone
-from psycopg.types.json import Jsonb
 
 from fleet.burnin.tables import sql
 from fleet_rules.evaluations import ResultItem, normalised_payload
@@ -15,8 +20,10 @@ from fleet_rules.evaluations import ResultItem, normalised_payload
 _UPSERT = sql("""
 INSERT INTO {evaluation} AS r
     (execution_id, passed, reason, metric_evaluations, evaluation_source_key, execution_updated_at, materialised_at)
-SELECT * FROM unnest(%s::uuid[], %s::boolean[], %s::text[], %s::jsonb[], %s::varchar[], %s::timestamptz[],
-                     %s::timestamptz[])
+SELECT b.execution_id, b.passed, b.reason, b.metric_evaluations, b.evaluation_source_key, b.execution_updated_at,
+       %s::timestamptz
+FROM jsonb_to_recordset(%s::jsonb) AS b(execution_id uuid, passed boolean, reason text, metric_evaluations jsonb,
+                                        evaluation_source_key varchar(64), execution_updated_at timestamptz)
 ON CONFLICT (execution_id) DO UPDATE SET
     passed = EXCLUDED.passed,
     reason = EXCLUDED.reason,
@@ -29,24 +36,25 @@ RETURNING execution_id
 """)
 
 
+def _row(item: ResultItem) -> dict[str, object]:
+    payload = normalised_payload(item.payload)
+    return {
+        "execution_id": str(item.execution_id),
+        "passed": payload["passed"],
+        "reason": payload["reason"],
+        "metric_evaluations": payload["metric_evaluations"],
+        "evaluation_source_key": item.source_key,
+        # ISO 8601 with the offset and microseconds: timestamptz reads back the same instant.
+        "execution_updated_at": item.expected_updated_at.isoformat(),
+    }
+
+
 def write_results(items: list[ResultItem]) -> set[UUID]:
     """One statement for all items; returns the ids actually written (a row that lost the guard
     to a concurrent write for a newer `execution_updated_at` is not among them)."""
     if not items:
         return set()
-    now = timezone.now()
-    payloads = [normalised_payload(item.payload) for item in items]
+    batch = json.dumps([_row(item) for item in items], separators=(",", ":"), allow_nan=False)
     with connection.cursor() as cursor:
-        cursor.execute(
-            _UPSERT,
-            [
-                [item.execution_id for item in items],
-                [p["passed"] for p in payloads],
-                [p["reason"] for p in payloads],
-                [Jsonb(p["metric_evaluations"]) for p in payloads],
-                [item.source_key for item in items],
-                [item.expected_updated_at for item in items],
-                [now] * len(items),
-            ],
-        )
+        cursor.execute(_UPSERT, [timezone.now(), batch])
         return {row[0] for row in cursor.fetchall()}
