@@ -29,22 +29,27 @@ _EMPTY_PAIR = re.compile(r"\[\]|\{\}")
 _DEPTH_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 
 
-def json_too_deep(text: str, limit: int) -> bool:
+def outside_strings(text: str) -> str:
+    """JSON text without its strings (what the checks on brackets and numbers read)."""
+    return _STRING.sub("", text)
+
+
+def json_too_deep(text: str, limit: int, *, outside: str | None = None) -> bool:
     """Whether arrays and objects in `text` nest more than `limit` levels (strings ignored).
 
     Linear and in C but for one `accumulate` over the brackets left after one pass has removed
     the innermost (empty) pairs; unbalanced text (not JSON) is left to the decoder to refuse."""
-    brackets = _NOT_BRACKETS.sub("", _STRING.sub("", text))
+    brackets = _NOT_BRACKETS.sub("", outside_strings(text) if outside is None else outside)
     inner = _EMPTY_PAIR.sub("", brackets)
     if inner == brackets:
         return False
     return max(accumulate(map(_DEPTH_STEP.__getitem__, inner)), default=0) + 1 > limit
 
 
-def json_loads_bounded(text: str, where: str = "body") -> Any:
+def json_loads_bounded(text: str, where: str = "body", *, outside: str | None = None) -> Any:
     """`json.loads`, refusing nesting deeper than `FLEET_MAX_JSON_DEPTH` (ValueError)."""
     depth = int(settings.REQUEST_BOUNDS["MAX_JSON_DEPTH"])
-    if json_too_deep(text, depth):
+    if json_too_deep(text, depth, outside=outside):
         raise ValueError(f"{where}: arrays and objects nest deeper than {depth} levels")
     parse_constant = strict_constant if api_settings.STRICT_JSON else None
     try:
@@ -62,11 +67,11 @@ _UNSTORABLE_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F])")
 _UNSTORABLE_NUMBER = re.compile(r"[eE][+-]?\d{3}|\d{300}|NaN|Infinity")
 
 
-def may_be_unstorable(text: str) -> bool:
+def may_be_unstorable(text: str, *, outside: str | None = None) -> bool:
     """False only when decoding `text` (JSON) cannot have produced an unstorable value."""
     if not text.isascii() or _UNSTORABLE_ESCAPE.search(text):
         return True
-    return _UNSTORABLE_NUMBER.search(_STRING.sub("", text)) is not None
+    return _UNSTORABLE_NUMBER.search(outside_strings(text) if outside is None else outside) is not None
 
 
 def storable_json_problem(value: Any, path: str = "") -> str | None:
@@ -105,10 +110,11 @@ class StorableJSONParser(JSONParser):
         try:
             raw = stream.read() if stream is not None else b""
             text = raw.decode(encoding)
-            data = json_loads_bounded(text)
+            outside = outside_strings(text)  # read by both checks: one pass over a large body
+            data = json_loads_bounded(text, outside=outside)
         except (ValueError, LookupError) as exc:  # UnicodeDecodeError is a ValueError
             raise ParseError(f"JSON parse error - {exc}") from exc
-        problem = storable_json_problem(data) if may_be_unstorable(text) else None
+        problem = storable_json_problem(data) if may_be_unstorable(text, outside=outside) else None
         if problem:
             raise ParseError(f"JSON parse error - {problem}")
         return data

@@ -6,9 +6,8 @@ import json
 from collections.abc import Iterable
 from uuid import UUID
 
-from django.db import connection
-
 from fleet.burnin.tables import sql
+from fleet.core.rows import bulk_read_cursor
 from fleet.inventory.identity import Actor, site_restriction
 from fleet.policies.selectors import load_resolutions
 from fleet_rules.evaluations import ExecutionFacts, StoredResult
@@ -39,7 +38,7 @@ def load_facts(
     ids = ",".join(str(execution_id) for execution_id in execution_ids)
     if not ids:
         return {}, {}
-    with connection.cursor() as cursor:
+    with bulk_read_cursor() as cursor:
         cursor.execute(_EXECUTIONS, [ids])
         rows = cursor.fetchall()
     resolutions = load_resolutions({(row[4], row[3]) for row in rows})

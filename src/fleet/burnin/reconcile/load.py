@@ -12,6 +12,7 @@ from django.db import connection
 
 from fleet.burnin.selectors import latest_execution_sql, prior_runs_sql
 from fleet.burnin.tables import sql
+from fleet.core.rows import bulk_read_cursor
 from fleet.inventory.identity import Actor
 from fleet.inventory.models import Satellite
 from fleet.inventory.selectors import satellite_acting
@@ -304,7 +305,7 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
     )
     gates = {r.id: r.gate for r in scope.requirements}
     valid_fors = {r.id: r.evidence_valid_for for r in scope.requirements}
-    with connection.cursor() as cursor:
+    with bulk_read_cursor() as cursor:
         cursor.execute(statement, params)
         rows = cursor.fetchall()
     targets: list[TargetRow] = []

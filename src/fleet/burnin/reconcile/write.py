@@ -3,6 +3,7 @@ end-of-sweep cleanup, and the scope's sweep record."""
 
 from __future__ import annotations
 
+import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -27,8 +28,7 @@ INSERT INTO {progress} AS p
     (site_id, satellite_id, resource_class, requirement_id, gate, device_id, topology_id, target_id, verdict,
      execution_id, evaluation_source_key, policy_version, watermark, reconciled_at, created_at)
 SELECT %s, %s, %s, r, g, d, t, COALESCE(d, t), v, x, k, %s, w, %s, %s
-FROM unnest(%s::uuid[], %s::varchar[], %s::uuid[], %s::uuid[], %s::varchar[], %s::uuid[], %s::varchar[],
-            %s::timestamptz[]) AS u(r, g, d, t, v, x, k, w)
+FROM jsonb_to_recordset(%s::jsonb) AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, k varchar, w timestamptz)
 ON CONFLICT (requirement_id, target_id) DO UPDATE SET
     site_id = EXCLUDED.site_id,
     satellite_id = EXCLUDED.satellite_id,
@@ -44,6 +44,25 @@ ON CONFLICT (requirement_id, target_id) DO UPDATE SET
 WHERE p.watermark IS NULL OR (EXCLUDED.watermark IS NOT NULL AND p.watermark <= EXCLUDED.watermark)
 RETURNING requirement_id, target_id
 """)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
+    watermark = derived.watermark
+    return {
+        "r": str(target.requirement_id),
+        "g": target.gate,
+        "d": _text(target.device_id),
+        "t": _text(target.topology_id),
+        "v": derived.verdict,
+        "x": _text(derived.execution_id),
+        "k": derived.source_key,
+        # ISO 8601 with offset and microseconds: the guard compares watermarks exactly.
+        "w": None if watermark is None else watermark.isoformat(),
+    }
 
 
 def page_write(
@@ -65,14 +84,8 @@ def page_write(
         scope.policy.version,
         now,
         now,
-        [t.requirement_id for t, _ in rows],
-        [t.gate for t, _ in rows],
-        [t.device_id for t, _ in rows],
-        [t.topology_id for t, _ in rows],
-        [d.verdict for _, d in rows],
-        [d.execution_id for _, d in rows],
-        [d.source_key for _, d in rows],
-        [d.watermark for _, d in rows],
+        # One JSON document, not eight client-quoted arrays (see evaluation_results.write).
+        json.dumps([_row(target, derived) for target, derived in rows], separators=(",", ":")),
     ]
     with connection.cursor() as cursor:
         cursor.execute(_UPSERT, columns)
