@@ -98,6 +98,9 @@ def test_2_connections_carry_statement_lock_and_idle_timeouts_and_keepalives(db)
             cursor.execute(f"SHOW {name}")
             shown[name] = cursor.fetchone()[0]
     assert shown == {"statement_timeout": "30s", "lock_timeout": "10s", "idle_in_transaction_session_timeout": "1min"}
+    cursor = connection.cursor()
+    cursor.execute("SHOW jit")  # compiling short statements on stale cost estimates took seconds
+    assert cursor.fetchone()[0] == "off"
     params = connection.get_connection_params()
     assert params["keepalives"] == 1 and params["tcp_user_timeout"] == 10_000
 
