@@ -20,7 +20,7 @@ from fleet.burnin import metrics
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from fleet.burnin.tables import sql
-from fleet.core.rows import bulk_read_cursor
+from fleet.core.rows import bulk_read_cursor, recordset, text_or_none
 from fleet.inventory.models import Site
 from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
@@ -290,8 +290,8 @@ def certificates_refresh(
 
 
 def _issue_columns(issue: list[tuple[DeviceLoad, Newest | None]], now: datetime) -> dict[str, Any]:
-    """The statement's parameters: the certificates as one JSON document (as the upsert's batch:
-    client-quoting arrays of documents of a few kB each cost more than signing them, profiled)."""
+    """The statement's parameters, the certificates as one `recordset` (client-quoting arrays of
+    documents of a few kB each cost more than signing them, profiled)."""
     # Nothing to sign: no key id, so the key is not recorded, and no certificate is inserted.
     columns: dict[str, Any] = {"key_id": "", "public_key": b"", "now": now}
     key = signing_key() if issue else None  # the key file is read (or created) only to sign
@@ -320,9 +320,9 @@ def _issue_columns(issue: list[tuple[DeviceLoad, Newest | None]], now: datetime)
                 "canonical": canonical.decode(),
                 "sha256": rules.sha256(canonical),
                 "signature": key.sign(canonical),
-                "previous": str(newest.serial) if newest else None,
+                "previous": text_or_none(newest.serial if newest else None),
                 "until": until.isoformat() if until is not None else None,
             }
         )
-    columns["certificates"] = json.dumps(certificates, separators=(",", ":"))
+    columns["certificates"] = recordset(certificates)
     return columns

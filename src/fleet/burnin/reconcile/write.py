@@ -3,7 +3,6 @@ end-of-sweep cleanup, and the scope's sweep record."""
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,6 +15,7 @@ from django.utils import timezone
 
 from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
+from fleet.core.rows import recordset, text_or_none
 from fleet_rules.verdicts import Derived
 
 logger = logging.getLogger("fleet.reconcile")
@@ -46,21 +46,16 @@ RETURNING requirement_id, target_id
 """)
 
 
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
-
-
 def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
     watermark = derived.watermark
     return {
         "r": str(target.requirement_id),
         "g": target.gate,
-        "d": _text(target.device_id),
-        "t": _text(target.topology_id),
+        "d": text_or_none(target.device_id),
+        "t": text_or_none(target.topology_id),
         "v": derived.verdict,
-        "x": _text(derived.execution_id),
+        "x": text_or_none(derived.execution_id),
         "k": derived.source_key,
-        # ISO 8601 with offset and microseconds: the guard compares watermarks exactly.
         "w": None if watermark is None else watermark.isoformat(),
     }
 
@@ -84,8 +79,7 @@ def page_write(
         scope.policy.version,
         now,
         now,
-        # One JSON document, not eight client-quoted arrays (see evaluation_results.write).
-        json.dumps([_row(target, derived) for target, derived in rows], separators=(",", ":")),
+        recordset(_row(target, derived) for target, derived in rows),
     ]
     with connection.cursor() as cursor:
         cursor.execute(_UPSERT, columns)
