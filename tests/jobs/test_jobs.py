@@ -11,7 +11,8 @@ from django.utils import timezone
 
 from fleet.burnin.models import TestExecution
 from fleet.jobs.models import Job, JobDevice
-from fleet.jobs.services import JobRefused, JobSpec, job_create, jobs_claim
+from fleet.jobs.services import JobRefused, JobSpec, job_create, jobs_claim, jobs_create
+from fleet_rules.vocabulary import JobReason
 
 CLAIM = "/api/v1/jobs/claim/"
 
@@ -56,6 +57,63 @@ def test_the_partial_unique_index_is_the_last_line(yard):
     with pytest.raises(IntegrityError), transaction.atomic():
         JobDevice.objects.create(job=other, device=devices[0], active=True)
     assert job.job_devices.get().active
+
+
+def test_created_jobs_read_back_as_the_instances_returned(yard, fleet):
+    site, satellite, devices, _ = yard
+    rack = fleet.topology(satellite)
+    specs = [
+        JobSpec(site.id, satellite.id, "SingleNodeBurnInWorkflow", (devices[0].id,), {"requirements": [{"n": 1.5}]}),
+        JobSpec(
+            site.id, satellite.id, "MultiNodeBurnInCollectiveWorkflow", (devices[1].id, devices[2].id), {}, rack.id
+        ),
+    ]
+    created = jobs_create(specs=specs, requested_by="lead", reason=JobReason.DISPATCH)
+    stored = {job.id: job for job in Job.objects.all()}
+    fields = [f.attname for f in Job._meta.concrete_fields]
+    assert [{f: getattr(stored[j.id], f) for f in fields} for j in created] == [
+        {f: getattr(j, f) for f in fields} for j in created
+    ]
+    assert not created[0]._state.adding
+    assert {(d.job_id, d.device_id, d.active) for d in JobDevice.objects.all()} == {
+        (created[0].id, devices[0].id, True),
+        (created[1].id, devices[1].id, True),
+        (created[1].id, devices[2].id, True),
+    }
+
+
+def test_a_broken_job_is_not_reported_as_a_device_taken(yard):
+    from django.db import IntegrityError
+
+    site, satellite, devices, _ = yard
+    multi_node_without_topology = JobSpec(site.id, satellite.id, "MultiNodeBurnInCollectiveWorkflow", (devices[0].id,))
+    with pytest.raises(IntegrityError, match="jobs_job_topology_iff_multi_node"):
+        jobs_create(specs=[multi_node_without_topology], requested_by="test")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_device_taken_meanwhile_refuses_the_whole_batch(yard):
+    """Another transaction gives a device an active job after this one checked it: the insert
+    waits for it, then fails on the partial unique index, and none of the batch's jobs remain."""
+    site, satellite, devices, _ = yard
+    other = Job.objects.create(site=site, satellite=satellite, workflow_name="SingleNodeBurnInWorkflow")
+    taker = connections.create_connection("default")
+    taker.set_autocommit(False)
+    with taker.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO jobs_jobdevice (job_id, device_id, active) VALUES (%s, %s, true)",
+            [other.id, devices[1].id],
+        )
+    taker.inc_thread_sharing()  # committed by the timer's thread
+    threading.Timer(1.0, taker.commit).start()
+    specs = [JobSpec(site.id, satellite.id, "SingleNodeBurnInWorkflow", (device.id,), {}) for device in devices[:3]]
+    try:
+        with pytest.raises(JobRefused, match="taken by another active job"):
+            jobs_create(specs=specs, requested_by="test")
+    finally:
+        taker.close()
+    assert set(Job.objects.values_list("id", flat=True)) == {other.id}
+    assert list(JobDevice.objects.values_list("device_id", flat=True)) == [devices[1].id]
 
 
 def test_the_job_path_refuses_an_ineligible_device(yard):

@@ -26,6 +26,7 @@ from fleet_rules.planning import (
     RequirementFacts,
     TopologyFacts,
     choose_profile,
+    cohort_index,
     cohort_reason,
     exclusion_of,
     plan,
@@ -97,10 +98,13 @@ class Scenario:
         return PolicyFacts(RC, self.version, tuple(self.requirements))
 
     def input(self) -> PlanningInput:
+        """What the loader reads: the selected devices' facts, every device only as a cohort member."""
+        selected = tuple(self.selected if self.selected is not None else [d.id for d in self.devices])
         return PlanningInput(
-            selected=tuple(self.selected if self.selected is not None else [d.id for d in self.devices]),
+            selected=selected,
             mode=self.mode,
-            devices={d.id: d for d in self.devices},
+            devices={d.id: d for d in self.devices if d.id in selected},
+            cohorts=cohort_index(self.devices),
             policies={RC: self.policy()} if self.has_policy else {},
             progress=self.progress,
             latest_executions=self.latest,
@@ -286,7 +290,7 @@ def cohort_scenario(size: int = 3) -> tuple[Scenario, TopologyFacts, Requirement
 
 def cohort_reason_of(scenario: Scenario, rack: TopologyFacts, nccl: RequirementFacts, busy=()) -> SkipReason | None:
     data = scenario.input()
-    members = [data.devices[d.id] for d in scenario.devices if d.topologies.get(TopologyUnit.RACK) == rack.id]
+    members = data.cohorts.get((TopologyUnit.RACK, rack.id, RC), ())
     return cohort_reason(data, scenario.policy(), nccl, rack, members, set(busy), set(data.selected))
 
 

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from functools import cached_property
 from typing import Any
 from uuid import UUID
 
@@ -92,7 +93,7 @@ class PolicyFacts:
     version: int
     requirements: tuple[RequirementFacts, ...]  # not retired
 
-    @property
+    @cached_property
     def single_node(self) -> tuple[RequirementFacts, ...]:
         return tuple(r for r in self.requirements if not r.multi_node)
 
@@ -130,11 +131,16 @@ class TopologyFacts:
     satellite_id: UUID
 
 
+#: A topology cohort: (unit, topology, resource class).
+CohortKey = tuple[str, UUID, str]
+
+
 @dataclass(frozen=True)
 class PlanningInput:
     selected: tuple[UUID, ...]
     mode: str
-    devices: Mapping[UUID, DeviceFacts]  # the selected devices and every cohort member
+    devices: Mapping[UUID, DeviceFacts]  # the selected devices
+    cohorts: Mapping[CohortKey, tuple[UUID, ...]]  # the cohorts of the selected devices' topologies
     policies: Mapping[str, PolicyFacts]  # by resource class
     progress: Mapping[tuple[UUID, UUID], ProgressFacts]  # (requirement, target) → row
     latest_executions: Mapping[tuple[UUID, UUID], UUID]  # (requirement, target) → execution id
@@ -142,6 +148,16 @@ class PlanningInput:
     profiles: Sequence[ProfileFacts]
     topologies: Mapping[UUID, TopologyFacts]
     workflows: Mapping[UUID, frozenset[str]]  # satellite → advertised workflow names
+    _profiles_chosen: dict[tuple[str, UUID], ProfileFacts | None] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
+
+    def profile_for(self, resource_class: str, requirement: RequirementFacts) -> ProfileFacts | None:
+        """`choose_profile`, once per resource class and requirement (not once per device)."""
+        key = (resource_class, requirement.id)
+        if key not in self._profiles_chosen:
+            self._profiles_chosen[key] = choose_profile(self.profiles, resource_class, requirement)
+        return self._profiles_chosen[key]
 
 
 # --- what planning decides ----------------------------------------------------------------------
@@ -297,7 +313,7 @@ def single_node_reason(
     if holder is not None:
         covered = holder.workflow_name == WorkflowName.SINGLE_NODE and requirement.name in holder.requirement_names
         return SkipReason.ALREADY_DISPATCHED if covered else SkipReason.DEVICE_CONTENDED
-    if choose_profile(data.profiles, device.resource_class, requirement) is None:
+    if data.profile_for(device.resource_class, requirement) is None:
         return SkipReason.NO_POLICY_SATISFYING_PARAMETER_SOURCE
     return None
 
@@ -317,7 +333,7 @@ def cohort_reason(
     policy: PolicyFacts,
     requirement: RequirementFacts,
     topology: TopologyFacts,
-    members: Sequence[DeviceFacts],
+    members: Sequence[UUID],
     busy: set[UUID],
     selected: set[UUID],
 ) -> SkipReason | None:
@@ -327,39 +343,40 @@ def cohort_reason(
     reason = _row_reason(data, policy, requirement, topology.id)
     if reason:
         return reason
-    holders = {data.active_jobs[m.id] for m in members if m.id in data.active_jobs}
+    holders = {data.active_jobs[m] for m in members if m in data.active_jobs}
     if any(h.topology_id == topology.id and requirement.name in h.requirement_names for h in holders):
         return SkipReason.ALREADY_DISPATCHED
     if not all(cohort_member_ready(data, policy, m, busy, selected) for m in members):
         return SkipReason.TOPOLOGY_COHORT_BLOCKED
-    if choose_profile(data.profiles, policy.resource_class, requirement) is None:
+    if data.profile_for(policy.resource_class, requirement) is None:
         return SkipReason.NO_POLICY_SATISFYING_PARAMETER_SOURCE
     return None
 
 
 def cohort_member_ready(
-    data: PlanningInput, policy: PolicyFacts, member: DeviceFacts, busy: set[UUID], selected: set[UUID]
+    data: PlanningInput, policy: PolicyFacts, member: UUID, busy: set[UUID], selected: set[UUID]
 ) -> bool:
     """A member that does not block its cohort: selected, eligible, free (no active job and none
-    planned in this dispatch) and passed every single-node requirement."""
+    planned in this dispatch) and passed every single-node requirement. Only a selected member's
+    facts are read: one outside the selection blocks its cohort whatever they say."""
     return (
-        member.id in selected
-        and member.eligible
-        and member.id not in data.active_jobs
-        and member.id not in busy
-        and passed_single_node(data, policy, member.id)
+        member in selected
+        and data.devices[member].eligible
+        and member not in data.active_jobs
+        and member not in busy
+        and passed_single_node(data, policy, member)
     )
 
 
-def cohort_index(data: PlanningInput) -> dict[tuple[str, UUID, str], list[DeviceFacts]]:
-    """(unit, topology, resource class) → every enrolled device of that class in the topology,
-    built once so planning stays linear in the number of devices."""
-    cohorts: dict[tuple[str, UUID, str], list[DeviceFacts]] = defaultdict(list)
-    for device in sorted(data.devices.values(), key=lambda d: str(d.id)):
+def cohort_index(devices: Iterable[DeviceFacts]) -> dict[CohortKey, tuple[UUID, ...]]:
+    """What a cohort is: (unit, topology, resource class) → every enrolled device of that class in
+    the topology, in id order (the loader asks the database the same, through `enrolled_sql`)."""
+    cohorts: dict[CohortKey, list[UUID]] = defaultdict(list)
+    for device in sorted(devices, key=lambda d: d.id.int):
         if device.enrolled:
             for unit, topology_id in device.topologies.items():
-                cohorts[(unit, topology_id, device.resource_class)].append(device)
-    return cohorts
+                cohorts[(unit, topology_id, device.resource_class)].append(device.id)
+    return {key: tuple(members) for key, members in cohorts.items()}
 
 
 # --- the passes ---------------------------------------------------------------------------------
@@ -389,7 +406,7 @@ def _planned(requirement: RequirementFacts, profile: ProfileFacts) -> PlannedReq
 
 
 def _selected(data: PlanningInput) -> list[DeviceFacts]:
-    return sorted((data.devices[d] for d in dict.fromkeys(data.selected)), key=lambda d: str(d.id))
+    return sorted((data.devices[d] for d in dict.fromkeys(data.selected)), key=lambda d: d.id.int)
 
 
 def plan_single_node(data: PlanningInput, skips: _Skips) -> SingleNodePass:
@@ -411,7 +428,7 @@ def plan_single_node(data: PlanningInput, skips: _Skips) -> SingleNodePass:
             if skip is not None:
                 skips.add((None, device.resource_class, requirement.name, skip), [device.id])
                 continue
-            profile = choose_profile(data.profiles, device.resource_class, requirement)
+            profile = data.profile_for(device.resource_class, requirement)
             assert profile is not None  # the chain's last reason is "no profile"
             remaining.append(_planned(requirement, profile))
         if remaining:
@@ -438,7 +455,6 @@ def plan_cohorts(data: PlanningInput, first: SingleNodePass, skips: _Skips) -> t
     jobs: list[PlannedJob] = []
     busy = set(first.busy)
     excluded = {e.device_id for e in first.exclusions}
-    cohorts = cohort_index(data)
     selected = _selected(data)
     selected_ids = {d.id for d in selected}
     planned: set[tuple[UUID, UUID]] = set()
@@ -459,13 +475,13 @@ def plan_cohorts(data: PlanningInput, first: SingleNodePass, skips: _Skips) -> t
             if (requirement.id, topology.id) in planned:
                 continue
             planned.add((requirement.id, topology.id))
-            members = cohorts.get((requirement.unit, topology.id, policy.resource_class), [])
-            selected_members = selected_ids & {m.id for m in members}
+            members = data.cohorts.get((requirement.unit, topology.id, policy.resource_class), ())
+            selected_members = selected_ids.intersection(members)
             reason = cohort_reason(data, policy, requirement, topology, members, busy, selected_ids)
             if reason is not None:
                 skips.add((topology.id, policy.resource_class, requirement.name, reason), selected_members)
                 continue
-            profile = choose_profile(data.profiles, policy.resource_class, requirement)
+            profile = data.profile_for(policy.resource_class, requirement)
             assert profile is not None  # a cohort's last reason is "no profile"
             jobs.append(
                 PlannedJob(
@@ -474,12 +490,12 @@ def plan_cohorts(data: PlanningInput, first: SingleNodePass, skips: _Skips) -> t
                     satellite_id=topology.satellite_id,
                     resource_class=policy.resource_class,
                     policy_version=policy.version,
-                    device_ids=tuple(m.id for m in members),
+                    device_ids=members,
                     requirements=(_planned(requirement, profile),),
                     topology=topology,
                 )
             )
-            busy.update(m.id for m in members)
+            busy.update(members)
     return tuple(jobs)
 
 
@@ -498,7 +514,7 @@ def plan(data: PlanningInput) -> Plan:
                 rc,
                 name,
                 reason,
-                tuple(sorted(devices, key=str)),
+                tuple(sorted(devices, key=lambda d: d.int)),
             )
             for (topology_id, rc, name, reason), devices in skips.groups.items()
             if devices

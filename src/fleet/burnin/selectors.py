@@ -12,7 +12,6 @@ from django.shortcuts import get_object_or_404
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
-from fleet.core.replica import read_connection
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Satellite, Site
 from fleet_rules.vocabulary import Verdict
@@ -69,41 +68,6 @@ def prior_runs_sql(target: str, latest: str) -> str:
         by_device=sql(branch.replace("{column}", "device_id"), target=target, latest=latest),
         by_topology=sql(branch.replace("{column}", "topology_id"), target=target, latest=latest),
     )
-
-
-_LATEST = sql(
-    """
-SELECT t.requirement_id, COALESCE(t.device_id, t.topology_id), x.id
-FROM unnest(%s::uuid[], %s::uuid[], %s::uuid[]) AS t(requirement_id, device_id, topology_id)
-CROSS JOIN LATERAL {latest} x
-""",
-    latest=latest_execution_sql("t", "e.id"),
-)
-
-
-@dataclass(frozen=True)
-class TargetKey:
-    """A target as planning and pages name it: a requirement and a device or a topology."""
-
-    requirement_id: UUID
-    target_id: UUID
-    is_device: bool
-
-
-def latest_execution_ids(targets: list[TargetKey]) -> dict[tuple[UUID, UUID], UUID]:
-    """The latest execution of each target, in one query."""
-    if not targets:
-        return {}
-    with read_connection().cursor() as cursor:
-        cursor.execute(
-            _LATEST,
-            [
-                [t.requirement_id for t in targets],
-                [t.target_id if t.is_device else None for t in targets],
-                [None if t.is_device else t.target_id for t in targets],
-            ],
-        )
-        return {(requirement, target): execution for requirement, target, execution in cursor.fetchall()}
 
 
 @dataclass(frozen=True)

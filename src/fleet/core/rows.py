@@ -16,15 +16,18 @@ from contextlib import contextmanager
 from datetime import UTC
 
 from django.db import connection
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.utils import CursorWrapper
 from psycopg.types.datetime import TimestamptzLoader
 
 
 @contextmanager
-def bulk_read_cursor() -> Iterator[CursorWrapper]:
-    """`connection.cursor()`, decoding timestamps with psycopg's C loader when that is exact."""
-    with connection.cursor() as cursor:
-        if connection.timezone is UTC and connection.connection.info.parameter_status("TimeZone") == "UTC":
+def bulk_read_cursor(using: BaseDatabaseWrapper | None = None) -> Iterator[CursorWrapper]:
+    """`connection.cursor()` (or `using`'s), decoding timestamps with psycopg's C loader when that
+    is exact."""
+    database = using or connection
+    with database.cursor() as cursor:
+        if database.timezone is UTC and database.connection.info.parameter_status("TimeZone") == "UTC":
             cursor.cursor.adapters.register_loader("timestamptz", TimestamptzLoader)
         yield cursor
 
@@ -36,6 +39,13 @@ def recordset(rows: Iterable[Mapping[str, object]]) -> str:
     Values must be JSON already: uuids and instants as text (ISO 8601 with offset and
     microseconds reads back as the same timestamptz)."""
     return json.dumps(list(rows), separators=(",", ":"), allow_nan=False)
+
+
+def id_text(ids: Iterable[object]) -> str:
+    """Ids as one text value, for `string_to_array(%s, ',')::uuid[]`: a list bound the Django way
+    is quoted element by element in Python, about 15 µs each (4.5 of a 10,000-device dispatch's
+    20 s went to quoting 295,000 ids, profiled); `str.join` is C."""
+    return ",".join(map(str, ids))
 
 
 def text_or_none(value: object) -> str | None:

@@ -67,6 +67,11 @@ class Job(TimeStamped):
         return [r["name"] for r in (parameters or {}).get("requirements", [])]
 
 
+#: The partial unique index that keeps two active jobs off one device (its name is how a refused
+#: insert is told apart from other constraint failures).
+ONE_ACTIVE_JOB_PER_DEVICE = "jobs_one_active_job_per_device"
+
+
 class JobDevice(models.Model):
     """A device held by a job. While `active`, no other job may hold the device: a partial
     unique index makes that a database fact."""
@@ -79,7 +84,7 @@ class JobDevice(models.Model):
         ordering = ["job", "device"]
         constraints = [
             models.UniqueConstraint(fields=["job", "device"], name="jobs_jobdevice_unique"),
-            models.UniqueConstraint(fields=["device"], condition=Q(active=True), name="jobs_one_active_job_per_device"),
+            models.UniqueConstraint(fields=["device"], condition=Q(active=True), name=ONE_ACTIVE_JOB_PER_DEVICE),
         ]
 
     def __str__(self) -> str:

@@ -16,15 +16,16 @@ from typing import Any
 from uuid import UUID
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.http import Http404
 from django.utils import timezone
 
 from fleet.core.exceptions import Conflict, PermissionDeniedError
 from fleet.core.locks import lock_in_pk_order
+from fleet.core.rows import id_text, recordset, text_or_none
 from fleet.inventory.models import Device, Satellite
-from fleet.jobs.models import Job, JobDevice
+from fleet.jobs.models import ONE_ACTIVE_JOB_PER_DEVICE, Job, JobDevice
 from fleet_rules.jobs import EndTransition, end_transition, lease_expired
 from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, WorkflowName
 
@@ -49,6 +50,10 @@ class JobNotRunning(Conflict):
     """A heartbeat for a job that is no longer running: its agent must stop working on it."""
 
 
+#: What `_check_devices` reads of a device.
+_CHECKED_FIELDS = ("id", "site_id", "hostname", "state", "enrolled_at")
+
+
 def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, Device]) -> None:
     for spec in specs:
         for device_id in spec.device_ids:
@@ -58,10 +63,52 @@ def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, Device]) -> Non
             if not device.is_burn_in_eligible:
                 raise JobRefused(f"Device {device.hostname} is not eligible for burn-in (state {device.state}).")
     held = list(
-        JobDevice.objects.filter(active=True, device_id__in=list(devices)).values_list("device__hostname", flat=True)
+        JobDevice.objects.filter(active=True, device_id__among=devices).values_list("device__hostname", flat=True)
     )
     if held:
         raise JobRefused(f"Device(s) already held by an active job: {', '.join(sorted(held))}.")
+
+
+#: The jobs and their device leases in one statement, from one JSON document (`recordset`):
+#: Django's `bulk_create` quoted every value of 7,500 jobs in Python, 3.5 s of a 10,000-device
+#: dispatch (profiled). A device another active job took meanwhile fails the whole statement.
+_INSERT_JOBS_TEMPLATE = """
+WITH b AS (
+    SELECT * FROM jsonb_to_recordset(%s::jsonb) AS b(
+        id uuid, created_at timestamptz, updated_at timestamptz, site_id uuid, satellite_id uuid, workflow_name text,
+        status text, topology_id uuid, parameters jsonb, requested_by text, reason text, failure_reason text,
+        devices text)
+), jobs AS (
+    INSERT INTO {job} (id, created_at, updated_at, site_id, satellite_id, workflow_name, status, topology_id,
+                       parameters, requested_by, reason, failure_reason)
+    SELECT id, created_at, updated_at, site_id, satellite_id, workflow_name, status, topology_id, parameters,
+           requested_by, reason, failure_reason FROM b
+)
+INSERT INTO {job_device} (job_id, device_id, active)
+SELECT b.id, device.id, true FROM b CROSS JOIN LATERAL unnest(string_to_array(b.devices, ',')::uuid[]) AS device(id)
+"""
+_INSERT_JOBS = _INSERT_JOBS_TEMPLATE.format(job=Job._meta.db_table, job_device=JobDevice._meta.db_table)
+
+
+def _job_rows(jobs: Sequence[Job], specs: Sequence[JobSpec]) -> str:
+    return recordset(
+        {
+            "id": str(job.id),
+            "created_at": job.created_at.isoformat(),
+            "updated_at": job.updated_at.isoformat(),
+            "site_id": str(job.site_id),
+            "satellite_id": str(job.satellite_id),
+            "workflow_name": job.workflow_name,
+            "status": job.status,
+            "topology_id": text_or_none(job.topology_id),
+            "parameters": job.parameters,
+            "requested_by": job.requested_by,
+            "reason": job.reason,
+            "failure_reason": job.failure_reason,
+            "devices": id_text(spec.device_ids),
+        }
+        for job, spec in zip(jobs, specs, strict=True)
+    )
 
 
 def jobs_create(
@@ -76,13 +123,14 @@ def jobs_create(
         if len(device_ids) != sum(len(spec.device_ids) for spec in specs):
             raise JobRefused("A device appears in more than one of the jobs to create.")
         devices = (
-            {d.id: d for d in Device.objects.filter(id__in=device_ids)}
+            {d.id: d for d in Device.objects.filter(id__among=device_ids).only(*_CHECKED_FIELDS)}
             if locked
             else {d.id: d for d in lock_in_pk_order(Device, device_ids)}
         )
         if not locked:
             jobs_expire_leases_holding(device_ids=device_ids, now=timezone.now())
         _check_devices(specs, devices)
+        now = timezone.now()
         jobs = [
             Job(
                 site_id=spec.site_id,
@@ -92,16 +140,20 @@ def jobs_create(
                 parameters=spec.parameters,
                 requested_by=requested_by,
                 reason=reason,
+                created_at=now,
+                updated_at=now,
             )
             for spec in specs
         ]
-        Job.objects.bulk_create(jobs)
-        rows = [JobDevice(job=job, device_id=d) for job, spec in zip(jobs, specs, strict=True) for d in spec.device_ids]
         try:
-            with transaction.atomic():
-                JobDevice.objects.bulk_create(rows)
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute(_INSERT_JOBS, [_job_rows(jobs, specs)])
         except IntegrityError as exc:
+            if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) != ONE_ACTIVE_JOB_PER_DEVICE:
+                raise
             raise JobRefused("A device was taken by another active job at the same moment.") from exc
+        for job in jobs:
+            job._state.adding, job._state.db = False, connection.alias
     return jobs
 
 
@@ -176,7 +228,7 @@ def jobs_expire_leases(*, satellite: Satellite, now: datetime) -> list[UUID]:
 def jobs_expire_leases_holding(*, device_ids: Iterable[UUID], now: datetime) -> list[UUID]:
     """Before devices are planned or held again: any job holding them whose lease ran out, whatever
     satellite it belongs to (a satellite whose agent died for good never claims again)."""
-    holding = JobDevice.objects.filter(active=True, device_id__in=list(device_ids)).values("job_id")
+    holding = JobDevice.objects.filter(active=True, device_id__among=device_ids).values("job_id")
     expired = _fail_expired(Job.objects.filter(id__in=holding), now)
     if expired:
         logger.warning("failed %d job(s) whose lease expired while holding devices to plan", len(expired))

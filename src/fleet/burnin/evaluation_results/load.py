@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from uuid import UUID
 
 from fleet.burnin.tables import sql
-from fleet.core.rows import bulk_read_cursor
+from fleet.core.rows import bulk_read_cursor, id_text
 from fleet.inventory.identity import Actor, site_restriction
 from fleet.policies.selectors import load_resolutions
 from fleet_rules.evaluations import ExecutionFacts, StoredResult
@@ -35,7 +35,7 @@ def load_facts(
     execution_ids: Iterable[UUID], actor: Actor
 ) -> tuple[dict[UUID, ExecutionFacts], dict[UUID, StoredResult]]:
     """The executions named (with what the caller may see of them) and their stored results."""
-    ids = ",".join(str(execution_id) for execution_id in execution_ids)
+    ids = id_text(execution_ids)
     if not ids:
         return {}, {}
     with bulk_read_cursor() as cursor:

@@ -11,9 +11,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.burnin import metrics
-from fleet.burnin.reruns.load import check_selection, involved_devices, load_planning_input
-from fleet.core.locks import lock_ids_in_pk_order
-from fleet.inventory.models import Device, Site
+from fleet.burnin.reruns.load import check_selection, load_planning_input, lock_involved_devices
+from fleet.inventory.models import Site
 from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
 from fleet_rules.planning import Plan, PlannedJob, TopologyFacts, plan
 from fleet_rules.vocabulary import JobReason, PlanningMode, WorkflowName
@@ -41,17 +40,16 @@ class DispatchOutcome:
 
 def rerun_plan_preview(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode) -> DispatchOutcome:
     selected = check_selection(site, device_ids)
-    data = load_planning_input(selected=selected, mode=mode, involved=involved_devices(selected))
+    data = load_planning_input(selected=selected, mode=mode)
     return DispatchOutcome(plan=plan(data), created_jobs=())
 
 
 @transaction.atomic
 def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode, requested_by: str) -> DispatchOutcome:
     selected = check_selection(site, device_ids)
-    involved = involved_devices(selected)
-    lock_ids_in_pk_order(Device, involved)
+    involved = lock_involved_devices(selected)
     jobs_expire_leases_holding(device_ids=involved, now=timezone.now())
-    decided = plan(load_planning_input(selected=selected, mode=mode, involved=involved))
+    decided = plan(load_planning_input(selected=selected, mode=mode))
     specs = [
         JobSpec(
             site_id=job.site_id,
