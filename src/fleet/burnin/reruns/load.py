@@ -97,7 +97,7 @@ SELECT t.id, t.unit, t.label, t.satellite_id FROM {topology} t WHERE t.id = ANY(
 #: Each target's projection row and latest execution, for groups of requirements × targets (one
 #: JSON document: `requirements` and `targets` as id text, `device` whether the targets are
 #: devices). A row names its target by positions (group, requirement, target), small integers, not
-#: by two uuids: decoding 136,000 uuids was a fifth of this read at 10,000 devices (profiled).
+#: by two uuids: decoding those 136,000 uuids cost about 0.4 s at 10,000 devices (profiled).
 _TARGETS = sql(
     """
 SELECT g.n, q.n, target.n, p.verdict, p.policy_version, p.execution_id, x.id
