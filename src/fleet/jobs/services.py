@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from fleet.core.exceptions import Conflict, PermissionDeniedError
 from fleet.core.locks import lock_in_pk_order
-from fleet.core.rows import id_text, recordset, text_or_none
+from fleet.core.rows import id_text, ids_sql, recordset, text_or_none
 from fleet.inventory.models import Device, Satellite
 from fleet.jobs.models import ONE_ACTIVE_JOB_PER_DEVICE, Job, JobDevice
 from fleet_rules.jobs import EndTransition, end_transition, lease_expired
@@ -85,9 +85,11 @@ WITH b AS (
            requested_by, reason, failure_reason FROM b
 )
 INSERT INTO {job_device} (job_id, device_id, active)
-SELECT b.id, device.id, true FROM b CROSS JOIN LATERAL unnest(string_to_array(b.devices, ',')::uuid[]) AS device(id)
+SELECT b.id, device.id, true FROM b CROSS JOIN LATERAL unnest({devices}) AS device(id)
 """
-_INSERT_JOBS = _INSERT_JOBS_TEMPLATE.format(job=Job._meta.db_table, job_device=JobDevice._meta.db_table)
+_INSERT_JOBS = _INSERT_JOBS_TEMPLATE.format(
+    job=Job._meta.db_table, job_device=JobDevice._meta.db_table, devices=ids_sql("b.devices")
+)
 
 
 def _job_rows(jobs: Sequence[Job], specs: Sequence[JobSpec]) -> str:

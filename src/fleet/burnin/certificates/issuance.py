@@ -20,7 +20,7 @@ from fleet.burnin import metrics
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from fleet.burnin.tables import sql
-from fleet.core.rows import bulk_read_cursor, id_text, recordset, text_or_none
+from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
 from fleet.inventory.models import Site
 from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
@@ -49,9 +49,9 @@ _TARGET = sql("""LEFT JOIN LATERAL (
 _FACTS = sql(
     """
 WITH touched AS (
-    SELECT wanted.id FROM unnest(string_to_array(%(devices)s, ',')::uuid[]) AS wanted(id)
+    SELECT wanted.id FROM unnest({devices}) AS wanted(id)
     UNION
-    SELECT m.device_id FROM unnest(string_to_array(%(topologies)s, ',')::uuid[]) AS rack(id)
+    SELECT m.device_id FROM unnest({topologies}) AS rack(id)
     CROSS JOIN LATERAL (SELECT m.device_id FROM {membership} m WHERE m.topology_id = rack.id OFFSET 0) m
 ), candidates AS (
     SELECT d.id, d.hostname, d.serial, d.resource_class, d.site_id, s.slug, d.enrolled_at, pol.id AS policy_id,
@@ -113,6 +113,8 @@ ORDER BY f.id, r.name
     certificate=AcceptanceCertificate._meta.db_table,
     enrolled=enrolled_sql("d"),
     target=_TARGET,
+    devices=ids_sql("%(devices)s"),
+    topologies=ids_sql("%(topologies)s"),
 )
 
 #: The touched devices, locked in primary-key order (FOR NO KEY UPDATE, as `fleet.core.locks`):
@@ -122,13 +124,15 @@ _LOCK = sql(
     """
 SELECT d.id FROM {device} d
 WHERE d.id IN (
-    SELECT unnest(string_to_array(%(devices)s, ',')::uuid[])
+    SELECT unnest({devices})
     UNION
-    SELECT m.device_id FROM {membership} m WHERE m.topology_id = ANY(string_to_array(%(topologies)s, ',')::uuid[])
+    SELECT m.device_id FROM {membership} m WHERE m.topology_id = ANY({topologies})
 )
 ORDER BY d.id
 FOR NO KEY UPDATE
-"""
+""",
+    devices=ids_sql("%(devices)s"),
+    topologies=ids_sql("%(topologies)s"),
 )
 
 _SUPERSEDE = sql(

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 from uuid import UUID
 
 from fleet.burnin.tables import sql
-from fleet.core.rows import bulk_read_cursor, id_text
+from fleet.core.rows import bulk_read_cursor, id_text, ids_sql
 from fleet.inventory.identity import Actor, site_restriction
 from fleet.policies.selectors import load_resolutions
 from fleet_rules.evaluations import ExecutionFacts, StoredResult
@@ -17,18 +17,21 @@ from fleet_rules.evaluations import ExecutionFacts, StoredResult
 # this read's time (profiled). Driven by the posted ids and fenced (`OFFSET 0`), the plan is two
 # primary-key probes per item however large the history; `id = ANY(…)` and a plain join both let
 # the planner hash a sequential scan of every execution (seen at 30k executions).
-_EXECUTIONS = sql("""
+_EXECUTIONS = sql(
+    """
 SELECT e.id, e.status, e.updated_at, e.site_id, e.requirement_id,
        r.execution_id IS NOT NULL, r.passed, r.reason, r.metric_evaluations, r.evaluation_source_key,
        r.execution_updated_at
-FROM unnest(string_to_array(%s, ',')::uuid[]) AS wanted(id)
+FROM unnest({wanted}) AS wanted(id)
 CROSS JOIN LATERAL (
     SELECT e.id, e.status, e.updated_at, e.site_id, e.requirement_id FROM {execution} e WHERE e.id = wanted.id OFFSET 0
 ) e
 LEFT JOIN LATERAL (
     SELECT r.* FROM {evaluation} r WHERE r.execution_id = e.id OFFSET 0
 ) r ON true
-""")
+""",
+    wanted=ids_sql("%s"),
+)
 
 
 def load_facts(

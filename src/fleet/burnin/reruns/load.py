@@ -15,7 +15,7 @@ from fleet.burnin.selectors import latest_execution_sql
 from fleet.burnin.tables import sql
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.replica import read_connection
-from fleet.core.rows import bulk_read_cursor, id_text, recordset
+from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset
 from fleet.inventory.models import Device, Satellite, Site, TopologyMembership
 from fleet.jobs.models import Job, JobDevice
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement
@@ -66,33 +66,40 @@ def lock_involved_devices(selected: list[UUID]) -> set[UUID]:
 
 # Tuples, and the ids as one text value (`fleet.core.rows.id_text`): at 10,000 selected devices
 # (65,000 with their cohorts) the ORM's `id__in` lists and instances were most of a dispatch.
-_DEVICES = sql("""
+_DEVICES = sql(
+    """
 SELECT d.id, d.hostname, d.site_id, d.satellite_id, d.resource_class, d.state, d.enrolled_at, m.units, m.topologies
-FROM unnest(string_to_array(%s, ',')::uuid[]) AS wanted(id)
+FROM unnest({selected}) AS wanted(id)
 JOIN {device} d ON d.id = wanted.id
 LEFT JOIN LATERAL (
     SELECT array_agg(m.unit) AS units, array_agg(m.topology_id) AS topologies FROM {membership} m
     WHERE m.device_id = d.id
 ) m ON true
-""")
+""",
+    selected=ids_sql("%s"),
+)
 
 #: `fleet_rules.planning.cohort_index` for the selected devices' topologies, in the database: the
 #: members come as one id array per cohort, not as 65,000 devices' facts (at 10,000 selected).
 _COHORTS = sql(
     """
 SELECT m.unit, m.topology_id, d.resource_class, array_agg(d.id ORDER BY d.id)
-FROM (SELECT DISTINCT s.topology_id FROM {membership} s WHERE s.device_id = ANY(string_to_array(%s, ',')::uuid[])) c
+FROM (SELECT DISTINCT s.topology_id FROM {membership} s WHERE s.device_id = ANY({selected})) c
 JOIN {membership} m ON m.topology_id = c.topology_id
 JOIN {device} d ON d.id = m.device_id
 WHERE {enrolled}
 GROUP BY m.unit, m.topology_id, d.resource_class
 """,
     enrolled=enrolled_sql("d"),
+    selected=ids_sql("%s"),
 )
 
-_TOPOLOGIES = sql("""
-SELECT t.id, t.unit, t.label, t.satellite_id FROM {topology} t WHERE t.id = ANY(string_to_array(%s, ',')::uuid[])
-""")
+_TOPOLOGIES = sql(
+    """
+SELECT t.id, t.unit, t.label, t.satellite_id FROM {topology} t WHERE t.id = ANY({wanted})
+""",
+    wanted=ids_sql("%s"),
+)
 
 #: Each target's projection row and latest execution, for groups of requirements × targets (one
 #: JSON document: `requirements` and `targets` as id text, `device` whether the targets are
@@ -102,8 +109,8 @@ _TARGETS = sql(
     """
 SELECT g.n, q.n, target.n, p.verdict, p.policy_version, p.execution_id, x.id
 FROM jsonb_to_recordset(%s::jsonb) AS g(n integer, requirements text, targets text, device boolean)
-CROSS JOIN LATERAL unnest(string_to_array(g.requirements, ',')::uuid[]) WITH ORDINALITY AS q(id, n)
-CROSS JOIN LATERAL unnest(string_to_array(g.targets, ',')::uuid[]) WITH ORDINALITY AS target(id, n)
+CROSS JOIN LATERAL unnest({requirements}) WITH ORDINALITY AS q(id, n)
+CROSS JOIN LATERAL unnest({targets}) WITH ORDINALITY AS target(id, n)
 CROSS JOIN LATERAL (
     SELECT q.id AS requirement_id, CASE WHEN g.device THEN target.id END AS device_id,
            CASE WHEN NOT g.device THEN target.id END AS topology_id
@@ -116,6 +123,8 @@ LEFT JOIN LATERAL {latest} x ON true
 WHERE p.verdict IS NOT NULL OR x.id IS NOT NULL
 """,
     latest=latest_execution_sql("t", "e.id"),
+    requirements=ids_sql("g.requirements"),
+    targets=ids_sql("g.targets"),
 )
 
 
