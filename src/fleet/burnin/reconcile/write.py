@@ -63,11 +63,13 @@ def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
 def page_write(
     scope: ReconcileScope, rows: list[tuple[TargetRow, Derived]], *, orphans: list[int], started_at: datetime
 ) -> set[tuple[UUID, UUID]]:
-    """One statement, sent by every page (so every page sends the same statements, even one with
-    nothing to write): upsert `rows`, where a row holding a newer watermark than ours is left
+    """One statement: upsert `rows`, where a row holding a newer watermark than ours is left
     alone (a concurrent, fresher reconcile wrote it); and stamp `orphans`, the rows whose target
     left the scope, with this sweep's start, so its final page decides (under the guard) whether
-    they go. Returns the (requirement, target) pairs actually stored."""
+    they go. Returns the (requirement, target) pairs actually stored. A page with neither (every
+    page of a steady sweep) sends nothing: 1 ms of its 22."""
+    if not rows and not orphans:
+        return set()
     now = timezone.now()
     site, satellite, rc = scope.row_scope
     columns: list[Any] = [
