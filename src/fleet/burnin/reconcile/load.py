@@ -159,13 +159,16 @@ def _target_branches(scope: ReconcileScope, after: tuple[str, UUID] | None, para
 
 def _page_cte(branches: list[str]) -> str:
     """The page (`page`): the first limit+1 targets in (requirement name, target) order. The
-    branches are disjoint and already in that order, so each is read only for what the ones
-    before it left: `b{i}` is limited to the page's size less what `b0`…`b{i-1}` found (`left{i}`),
-    and a branch left nothing is never started. A middle page reads limit+1 targets of one
-    requirement, not limit+1 of every requirement ahead and a sort of them all (3,507 rows and
-    4 of a steady page's 24 ms at seven requirements, EXPLAIN ANALYZE). The limits only save
-    reads: no order across the union is assumed, and the page's order comes from the sorts
-    that read it."""
+    branches are disjoint and already in that order, so a branch is read only when the ones
+    before it left room (`left{i}`: the page's size less what `b0`…`b{i-1}` found); one they
+    filled is never started. A middle page reads limit+1 targets of one requirement, not limit+1
+    of every requirement ahead (3,507 rows, and 4 of a steady page's 24 ms at seven
+    requirements, EXPLAIN ANALYZE).
+
+    Each branch keeps the constant `LIMIT`, so the planner sees the row count it always saw (a
+    limit it cannot know is planned as a tenth of the table); a branch that starts may read
+    more than the room left (a boundary page's few hundred rows), and the sort of what they
+    found cuts the page: no order across the union is assumed."""
     parts = [sql("b0 AS MATERIALIZED ({branch} LIMIT %(limit)s)", branch=branches[0])]
     for i, branch in enumerate(branches[1:], start=1):
         before, here = str(i - 1), str(i)
@@ -179,13 +182,19 @@ def _page_cte(branches: list[str]) -> str:
         )
         parts.append(
             sql(
-                "b{here} AS MATERIALIZED ({branch} LIMIT (SELECT greatest(n, 0) FROM left{here}))",
+                "b{here} AS MATERIALIZED (SELECT * FROM ({branch} LIMIT %(limit)s) AS b "
+                "WHERE (SELECT n FROM left{here}) > 0)",
                 here=here,
                 branch=branch,
             )
         )
     union = " UNION ALL ".join(sql("SELECT * FROM b{i}", i=str(i)) for i in range(len(branches)))
-    return sql("{parts}, page AS MATERIALIZED ({union})", parts=", ".join(parts), union=union)
+    return sql(
+        "{parts}, page AS MATERIALIZED (SELECT * FROM ({union}) AS found "
+        'ORDER BY requirement_name COLLATE "C", target_id LIMIT %(limit)s)',
+        parts=", ".join(parts),
+        union=union,
+    )
 
 
 #: The least and the greatest uuid: `MIN_UUID <= target_id <= MAX_UUID` holds for every row.
