@@ -1,0 +1,21 @@
+"""What a process loaded to serve lives as long as the process: keep the collector off it.
+
+CPython's full collections walk every tracked object. A `fleet serve` worker holds about 117,000
+once Django, the apps and the URL patterns are loaded, and a full pass over them took 63 ms
+(measured on the 2-core bench machine); a 500-item upsert allocates enough that one lands every
+few requests. `gc.freeze()` moves what exists now into a permanent generation that no pass walks
+(the use the gc module's documentation gives it); objects made afterwards are collected as
+before. What is frozen and later dropped is not freed until the process ends, so freeze once,
+after loading, never per request.
+"""
+
+from __future__ import annotations
+
+import gc
+
+
+def freeze_loaded() -> int:
+    """Collect what is already garbage, then freeze the rest; returns how many objects were frozen."""
+    gc.collect()
+    gc.freeze()
+    return gc.get_freeze_count()
