@@ -5,8 +5,8 @@ once Django, the apps and the URL patterns are loaded, and a full pass over them
 (measured on the 2-core bench machine); a 500-item upsert allocates enough that one lands every
 few requests. `gc.freeze()` moves what exists now into a permanent generation that no pass walks
 (the use the gc module's documentation gives it); objects made afterwards are collected as
-before. What is frozen and later dropped is not freed until the process ends, so freeze once,
-after loading, never per request.
+before. A frozen object is still freed when its last reference goes, but a frozen reference
+cycle dropped later stays until the process ends: freeze once, after loading, never per request.
 """
 
 from __future__ import annotations
