@@ -2,8 +2,8 @@
 
 CPython's full collections walk every tracked object. A `fleet serve` worker holds about 117,000
 once Django, the apps and the URL patterns are loaded, and a full pass over them took 63 ms
-(measured on the 2-core bench machine); a 500-item upsert allocates enough that one lands every
-few requests. `gc.freeze()` moves what exists now into a permanent generation that no pass walks
+(measured on the 2-core bench machine); in the bench's process one landed about once every ten
+500-item upserts. `gc.freeze()` moves what exists now into a permanent generation that no pass walks
 (the use the gc module's documentation gives it); objects made afterwards are collected as
 before. A frozen object is still freed when its last reference goes, but a frozen reference
 cycle dropped later stays until the process ends: freeze once, after loading, never per request.
