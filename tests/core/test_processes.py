@@ -116,7 +116,5 @@ def test_a_serve_worker_freezes_what_it_loaded_out_of_the_collectors_walk():
     """`fleet.asgi` (what each granian worker imports) ends by freezing the loaded heap, so full
     collections under load do not re-walk Django and the apps (fleet.core.heap)."""
     script = "import gc, fleet.asgi; print(gc.get_freeze_count())"
-    frozen = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO, env=os.environ.copy()
-    )
+    frozen = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
     assert int(frozen.stdout.strip().splitlines()[-1]) > 50_000

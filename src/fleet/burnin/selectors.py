@@ -70,6 +70,14 @@ def prior_runs_sql(target: str, latest: str) -> str:
     )
 
 
+#: What `prior_runs_sql` gives a target of k = 1 (LIMIT 0: array_agg over no rows), as a constant
+#: row with the same columns, for a statement none of whose targets counts prior runs.
+NO_PRIOR_RUNS = (
+    "(SELECT NULL::varchar[] AS statuses, NULL::boolean[] AS passed, NULL::boolean[] AS current,"
+    " NULL::timestamptz[] AS materialised)"
+)
+
+
 @dataclass(frozen=True)
 class SummaryRow:
     resource_class: str

@@ -10,7 +10,7 @@ from uuid import UUID
 from django.core.exceptions import ValidationError
 from django.db import connection
 
-from fleet.burnin.selectors import latest_execution_sql, prior_runs_sql
+from fleet.burnin.selectors import NO_PRIOR_RUNS, latest_execution_sql, prior_runs_sql
 from fleet.burnin.tables import sql
 from fleet.core.rows import bulk_read_cursor, recordset
 from fleet.inventory.identity import Actor
@@ -117,11 +117,13 @@ def _ahead(scope: ReconcileScope, after: tuple[str, UUID] | None) -> list[tuple[
     return [(i, r) for i, r in enumerate(scope.requirements) if after is None or r.name >= after[0]]
 
 
-def _target_branches(scope: ReconcileScope, after: tuple[str, UUID] | None, params: dict[str, Any]) -> list[str]:
-    """One ordered branch per requirement still ahead of the cursor, in the page's order (name,
-    then target), each read through the scope indexes."""
+def _target_branches(
+    scope: ReconcileScope, ahead: list[tuple[int, Requirement]], after: tuple[str, UUID] | None, params: dict[str, Any]
+) -> list[str]:
+    """One ordered branch per requirement still ahead of the cursor (`ahead`), in the page's order
+    (name, then target), each read through the scope indexes."""
     branches = []
-    for index, requirement in _ahead(scope, after):
+    for index, requirement in ahead:
         params[f"req{index}"] = requirement.id
         params[f"name{index}"] = requirement.name
         params[f"k{index}"] = requirement.consecutive_passes
@@ -208,7 +210,7 @@ IN_SCOPE = (
 )
 
 
-def _ahead_json(scope: ReconcileScope, after: tuple[str, UUID] | None) -> str:
+def _ahead_json(ahead: list[tuple[int, Requirement]], after: tuple[str, UUID] | None) -> str:
     """The requirements ahead of the cursor, for `_ORPHANS`: each with the lowest target its range
     may hold (`low`, inclusive unless `past`, which the cursor's own requirement is)."""
     name, target = after if after is not None else (None, None)
@@ -219,7 +221,7 @@ def _ahead_json(scope: ReconcileScope, after: tuple[str, UUID] | None) -> str:
             "low": str(target) if requirement.name == name else MIN_UUID,
             "past": requirement.name == name,
         }
-        for _, requirement in _ahead(scope, after)
+        for _, requirement in ahead
     )
 
 
@@ -298,14 +300,9 @@ ORDER BY kind, requirement_name, target_id
     latest=latest_execution_sql("page", "e.id, e.status, e.updated_at, e.created_at, e.finished_at"),
     orphans=_ORPHANS,
 )
+#: A page whose requirements all have k = 1 joins `NO_PRIOR_RUNS` instead: the probe's plan, never
+#: executed, still cost 1.4 of a steady page's 9 ms at 501 targets (EXPLAIN ANALYZE), and planning it more.
 _PRIOR_RUNS = prior_runs_sql("page", "x")
-#: What `_PRIOR_RUNS` returns for a target of k = 1 (no run before the latest is asked for). A
-#: page whose requirements all have k = 1 joins this instead: the probe's plan, never executed,
-#: still cost 1.4 of a steady page's 9 ms at 501 targets (EXPLAIN ANALYZE), and planning it more.
-_NO_PRIOR_RUNS = (
-    "(SELECT NULL::varchar[] AS statuses, NULL::boolean[] AS passed, NULL::boolean[] AS current,"
-    " NULL::timestamptz[] AS materialised)"
-)
 
 _COUNT = sql(
     """
@@ -365,13 +362,14 @@ class LoadedPage:
 def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int) -> LoadedPage:
     """One query: the page's targets with their evidence and stored rows, and its orphans."""
     params = scope_params(scope) | {"limit": limit + 1, "page_size": limit, "after_id": after[1] if after else None}
-    branches = _target_branches(scope, after, params)
+    ahead = _ahead(scope, after)
+    branches = _target_branches(scope, ahead, after, params)
     if not branches:
         return LoadedPage([], False, [])
-    params["ahead"] = _ahead_json(scope, after)
-    counts_prior = any(r.consecutive_passes > 1 for _, r in _ahead(scope, after))
+    params["ahead"] = _ahead_json(ahead, after)
+    counts_prior = any(r.consecutive_passes > 1 for _, r in ahead)
     statement = _PAGE.replace("{page}", _page_cte(branches)).replace(
-        "{prior}", _PRIOR_RUNS if counts_prior else _NO_PRIOR_RUNS
+        "{prior}", _PRIOR_RUNS if counts_prior else NO_PRIOR_RUNS
     )
     gates = {r.id: r.gate for r in scope.requirements}
     valid_fors = {r.id: r.evidence_valid_for for r in scope.requirements}
