@@ -1,5 +1,6 @@
 """What rerun planning reads: the selected devices' facts, the cohorts of their topologies as the
-database finds them, and projection rows and latest executions only of what is judged."""
+database finds them, and projection rows (with whether each decided its target's latest execution)
+only of what is judged."""
 
 from __future__ import annotations
 
@@ -44,6 +45,10 @@ def test_the_loaded_cohorts_are_cohort_index_of_every_member(fleet):
     assert set(data.devices) == set(selected)
     assert data.devices[world.devices[0].id].topologies == {"rack": world.rack.id, "pod": pod.id}
     judged = {(r.id, d) for r in (world.diag, world.nvbw) for d in selected} | {(world.rack_nccl.id, world.rack.id)}
-    assert set(data.latest_executions) == {(world.diag.id, d) for d in selected} | {(world.rack_nccl.id, world.rack.id)}
     assert set(data.progress) == judged  # every target has a row (not_run where nothing ran)
+    # Swept: every row decided its target's latest execution (nvbw's: none, as none ran).
+    assert {key for key, row in data.progress.items() if not row.decides_latest} == set()
+    fleet.execution(world.diag, device=world.devices[1], status="running")  # newer, not swept yet
+    behind = load_planning_input(selected=selected, mode=PlanningMode.NON_PASSING).progress
+    assert {key for key, row in behind.items() if not row.decides_latest} == {(world.diag.id, selected[1])}
     assert lock_involved_devices(selected) == {d.id for d in world.devices} | {d.id for d in outsiders} | {beyond.id}

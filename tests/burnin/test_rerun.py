@@ -3,6 +3,7 @@ reconcile sweeps, jobs)."""
 
 from __future__ import annotations
 
+import gc
 import io
 import threading
 import uuid
@@ -142,6 +143,27 @@ def test_first_run_dispatches_one_single_node_job_per_device_with_all_its_requir
     assert job.parameters["policy_version"] == 1
     assert job.topology is None and job.status == "queued"
     assert reasons(body) == {("rack-nccl", "topology_cohort_blocked"): ids(*world.devices)}
+
+
+@pytest.mark.parametrize("preview", [False, True])
+def test_planning_runs_with_the_cyclic_collector_paused(bearer, world, monkeypatch, preview):
+    """A selection of up to RERUN_MAX_DEVICES builds its facts and plan with no collection
+    walking them (fleet.core.heap); collections resume once the request is done."""
+    from fleet.burnin.reruns import service
+
+    seen: list[bool] = []
+
+    def planned(data):
+        seen.append(gc.isenabled())
+        return real(data)
+
+    real = service.plan
+    monkeypatch.setattr(service, "plan", planned)
+    world.sweep()
+    assert gc.isenabled()
+    dispatch(bearer(SCOPE), world, [d.id for d in world.devices], preview=preview)
+    assert seen == [False]
+    assert gc.isenabled()
 
 
 def test_device_ineligible(bearer, world):

@@ -81,7 +81,6 @@ class Scenario:
     mode: str = PlanningMode.NON_PASSING
     version: int = 3
     progress: dict[tuple[UUID, UUID], ProgressFacts] = field(default_factory=dict)
-    latest: dict[tuple[UUID, UUID], UUID] = field(default_factory=dict)
     active_jobs: dict[UUID, ActiveJobFacts] = field(default_factory=dict)
     profiles: list[ProfileFacts] = field(default_factory=lambda: [profile(), profile("nccl")])
     topologies: dict[UUID, TopologyFacts] = field(default_factory=dict)
@@ -90,9 +89,12 @@ class Scenario:
 
     def row(self, requirement: RequirementFacts, target: UUID, verdict: str = Verdict.FAILED) -> None:
         """A current projection row: this policy version, deciding the target's latest execution."""
-        execution = uuid4()
-        self.progress[(requirement.id, target)] = ProgressFacts(verdict, self.version, execution)
-        self.latest[(requirement.id, target)] = execution
+        self.progress[(requirement.id, target)] = ProgressFacts(verdict, self.version, decides_latest=True)
+
+    def newer_execution(self, requirement: RequirementFacts, target: UUID) -> None:
+        """An execution newer than the one the row decided, not reconciled yet."""
+        row = self.progress[(requirement.id, target)]
+        self.progress[(requirement.id, target)] = replace(row, decides_latest=False)
 
     def policy(self) -> PolicyFacts:
         return PolicyFacts(RC, self.version, tuple(self.requirements))
@@ -107,7 +109,6 @@ class Scenario:
             cohorts=cohort_index(self.devices),
             policies={RC: self.policy()} if self.has_policy else {},
             progress=self.progress,
-            latest_executions=self.latest,
             active_jobs=self.active_jobs,
             profiles=self.profiles,
             topologies=self.topologies,
@@ -140,7 +141,7 @@ def _policy_changed(s: Scenario, d: DeviceFacts, r: RequirementFacts) -> None:
 
 
 def _pending(s: Scenario, d: DeviceFacts, r: RequirementFacts) -> None:
-    s.latest[(r.id, d.id)] = uuid4()  # a newer execution than the row's, not reconciled yet
+    s.newer_execution(r, d.id)
 
 
 def _satisfied(s: Scenario, d: DeviceFacts, r: RequirementFacts) -> None:
@@ -373,7 +374,7 @@ COHORT_REASONS = {
     SkipReason.POLICY_CHANGED: lambda s, rack, nccl: s.progress.update(
         {(nccl.id, rack.id): replace(s.progress[(nccl.id, rack.id)], policy_version=s.version - 1)}
     ),
-    SkipReason.PROJECTION_PENDING: lambda s, rack, nccl: s.latest.update({(nccl.id, rack.id): uuid4()}),
+    SkipReason.PROJECTION_PENDING: lambda s, rack, nccl: s.newer_execution(nccl, rack.id),
     SkipReason.ALREADY_SATISFIED: lambda s, rack, nccl: s.row(nccl, rack.id, Verdict.PASSED),
     SkipReason.ALREADY_DISPATCHED: lambda s, rack, nccl: s.active_jobs.update(
         {

@@ -102,7 +102,9 @@ class PolicyFacts:
 class ProgressFacts:
     verdict: str
     policy_version: int
-    execution_id: UUID | None
+    #: The row decided the target's latest execution (or there is none, and the row decided
+    #: none); otherwise a newer execution is not reconciled yet.
+    decides_latest: bool
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,6 @@ class PlanningInput:
     cohorts: Mapping[CohortKey, tuple[UUID, ...]]  # the cohorts of the selected devices' topologies
     policies: Mapping[str, PolicyFacts]  # by resource class
     progress: Mapping[tuple[UUID, UUID], ProgressFacts]  # (requirement, target) → row
-    latest_executions: Mapping[tuple[UUID, UUID], UUID]  # (requirement, target) → execution id
     active_jobs: Mapping[UUID, ActiveJobFacts]  # device → the active job holding it
     profiles: Sequence[ProfileFacts]
     topologies: Mapping[UUID, TopologyFacts]
@@ -286,8 +287,7 @@ def _row_reason(
     row = data.progress.get((requirement.id, target_id))
     if row is not None and row.policy_version != policy.version:
         return SkipReason.POLICY_CHANGED
-    latest = data.latest_executions.get((requirement.id, target_id))
-    if row is None or row.execution_id != latest:
+    if row is None or not row.decides_latest:
         return SkipReason.PROJECTION_PENDING
     if data.mode == PlanningMode.NON_PASSING and row.verdict == Verdict.PASSED:
         return SkipReason.ALREADY_SATISFIED

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from fleet.burnin import metrics
 from fleet.burnin.reruns.load import check_selection, load_planning_input, lock_involved_devices
+from fleet.core.heap import collector_paused
 from fleet.inventory.models import Site
 from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
 from fleet_rules.planning import Plan, PlannedJob, TopologyFacts, plan
@@ -38,12 +39,14 @@ class DispatchOutcome:
         return self.plan.jobs
 
 
+@collector_paused()
 def rerun_plan_preview(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode) -> DispatchOutcome:
     selected = check_selection(site, device_ids)
     data = load_planning_input(selected=selected, mode=mode)
     return DispatchOutcome(plan=plan(data), created_jobs=())
 
 
+@collector_paused()  # the facts and plan of up to RERUN_MAX_DEVICES devices (fleet.core.heap)
 @transaction.atomic
 def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode, requested_by: str) -> DispatchOutcome:
     selected = check_selection(site, device_ids)

@@ -1,0 +1,75 @@
+"""`collector_paused`: no cyclic collection inside, collections back as they were after."""
+
+from __future__ import annotations
+
+import gc
+import threading
+
+import pytest
+
+from fleet.core.heap import collector_paused
+
+
+@pytest.fixture
+def collecting():
+    enabled = gc.isenabled()
+    gc.enable()
+    yield
+    if not enabled:
+        gc.disable()
+
+
+def test_collections_pause_inside_and_resume_after(collecting):
+    with collector_paused():
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_collections_resume_after_an_exception(collecting):
+    with pytest.raises(RuntimeError), collector_paused():
+        raise RuntimeError("boom")
+    assert gc.isenabled()
+
+
+def test_nested_pauses_resume_only_when_the_outermost_ends(collecting):
+    with collector_paused():
+        with collector_paused():
+            pass
+        assert not gc.isenabled()
+    assert gc.isenabled()
+
+
+def test_a_collector_that_was_off_stays_off(collecting):
+    gc.disable()
+    with collector_paused():
+        pass
+    assert not gc.isenabled()
+
+
+def test_pauses_on_two_threads_resume_when_the_last_ends(collecting):
+    inside, release = threading.Event(), threading.Event()
+
+    def other() -> None:
+        with collector_paused():
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=other)
+    thread.start()
+    inside.wait(10)
+    with collector_paused():
+        pass
+    assert not gc.isenabled()  # the other thread's pause is still on
+    release.set()
+    thread.join(10)
+    assert gc.isenabled()
+
+
+def test_a_decorated_function_runs_paused(collecting):
+    @collector_paused()
+    def planned() -> bool:
+        return gc.isenabled()
+
+    assert planned() is False
+    assert planned() is False  # each call makes its own pause
+    assert gc.isenabled()
