@@ -407,6 +407,7 @@ OAUTH2_PROVIDER = {
     },
     "DEFAULT_SCOPES": ["fleet:read"],
     "SCOPES_BACKEND_CLASS": "fleet.inventory.identity.ClientScopes",
+    "OAUTH2_VALIDATOR_CLASS": "fleet.inventory.oauth_validator.BearerTokenValidator",
     "ACCESS_TOKEN_EXPIRE_SECONDS": _env_int("FLEET_ACCESS_TOKEN_SECONDS", 3600),
     # Machines use the client-credentials grant and nothing else: the token endpoint's server
     # knows no other grant, and no authorization, device or registration endpoint is routed.

@@ -127,3 +127,20 @@ def test_whoami_describes_a_satellite_client(bearer, fleet):
 def _csrf_token(client) -> str:
     client.get("/accounts/login/")
     return client.cookies["csrftoken"].value
+
+
+def test_a_satellite_token_is_read_with_its_satellite_and_site_in_one_query(bearer, fleet):
+    """BearerTokenValidator: the token, its client, the client's satellite and that satellite's
+    site in one statement; nothing looks the client's satellite up again."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    satellite = fleet.satellite(fleet.site("lon-1"), "sat-a")
+    client = bearer(["job:run"], satellite=satellite)
+    with CaptureQueriesContext(connection) as captured:
+        response = client.post(HEARTBEAT, heartbeat_body(), format="json")
+    assert response.status_code == 200, response.content
+    token_reads = [q["sql"] for q in captured if "oauth2_provider_accesstoken" in q["sql"]]
+    assert len(token_reads) == 1
+    assert '"inventory_site"' in token_reads[0] and '"inventory_satellite"' in token_reads[0]
+    assert [q["sql"] for q in captured if "inventory_satellitecredential" in q["sql"]] == token_reads

@@ -31,7 +31,7 @@ def test_collections_resume_after_an_exception(collecting):
     assert gc.isenabled()
 
 
-def test_nested_pauses_resume_only_when_the_outermost_ends(collecting):
+def test_a_nested_pause_leaves_the_collector_to_the_outer_one(collecting):
     with collector_paused():
         with collector_paused():
             pass
@@ -46,20 +46,25 @@ def test_a_collector_that_was_off_stays_off(collecting):
     assert not gc.isenabled()
 
 
-def test_pauses_on_two_threads_resume_when_the_last_ends(collecting):
-    inside, release = threading.Event(), threading.Event()
+def test_overlapping_pauses_never_keep_the_collector_off_past_the_first(collecting):
+    """Pauses on two threads (or interleaved async requests): collections resume when the pause
+    that began first ends, though the other is still running, so back-to-back overlapping calls
+    cannot keep the collector off indefinitely."""
+    inside, release, done = threading.Event(), threading.Event(), threading.Event()
 
     def other() -> None:
         with collector_paused():
             inside.set()
             release.wait(10)
+        done.set()
 
     thread = threading.Thread(target=other)
-    thread.start()
-    inside.wait(10)
     with collector_paused():
-        pass
-    assert not gc.isenabled()  # the other thread's pause is still on
+        thread.start()
+        inside.wait(10)
+        assert not gc.isenabled()
+    assert gc.isenabled()  # the other thread is still inside its pause
+    assert not done.is_set()
     release.set()
     thread.join(10)
     assert gc.isenabled()

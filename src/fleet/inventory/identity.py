@@ -54,12 +54,16 @@ class ClientPrincipal:
 
     @cached_property
     def satellite(self) -> Satellite | None:
-        """The satellite this client is bound to, with its site (one query, once per request)."""
-        return (
-            Satellite.objects.select_related("site")
-            .filter(credential__application_id=self.token.application_id)
-            .first()
-        )
+        """The satellite this client is bound to, with its site: loaded with the token
+        (`BearerTokenValidator`), or looked up once per request for a token loaded otherwise."""
+        application = self.token.application
+        if application is None:
+            return None
+        try:
+            credential = application.satellite_credential
+        except SatelliteCredential.DoesNotExist:
+            return None
+        return credential.satellite
 
     @cached_property
     def owner(self) -> AbstractBaseUser | None:

@@ -13,6 +13,7 @@ from rest_framework.views import APIView
 from fleet.burnin.api import serializers as s
 from fleet.burnin.reruns.service import rerun_dispatch, rerun_plan_preview
 from fleet.burnin.selectors import site_get
+from fleet.core.heap import CollectorPausedView
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses
 from fleet.inventory.identity import actor_label
@@ -24,7 +25,7 @@ ERRORS = error_responses(
 )
 
 
-class _RerunView(APIView):
+class _RerunView(CollectorPausedView, APIView):
     required_scopes = ["job:create"]
     required_permissions = ["jobs.add_job"]
 

@@ -22,6 +22,7 @@ from fleet.burnin.pending_evaluation_feed import pending_evaluations_page
 from fleet.burnin.reconcile.load import reconcile_scope_load
 from fleet.burnin.reconcile.service import progress_reconcile_page
 from fleet.burnin.selectors import execution_get, progress_summary, satellite_resource_classes, site_get
+from fleet.core.heap import CollectorPausedView
 from fleet.core.pagination import FleetCursorPagination
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses
@@ -33,7 +34,7 @@ from fleet_rules.evaluations import ResultItem
 TAGS = ["Burn-in"]
 
 
-class EvaluationResultsUpsertView(APIView):
+class EvaluationResultsUpsertView(CollectorPausedView, APIView):
     required_scopes = ["test-execution:evaluate"]
     required_permissions = ["burnin.add_evaluationresult", "burnin.change_evaluationresult"]
 
@@ -114,7 +115,7 @@ class TestExecutionView(APIView):
         return Response(s.TestExecutionSerializer(execution_get(execution_id=execution_id, actor=request.user)).data)
 
 
-class PendingEvaluationsView(APIView):
+class PendingEvaluationsView(CollectorPausedView, APIView):
     required_scopes = ["test-execution:evaluate"]
     required_permissions = ["burnin.view_testexecution"]
 
@@ -138,7 +139,7 @@ class PendingEvaluationsView(APIView):
         return Response(s.PendingEvaluationsPageSerializer(page).data)
 
 
-class PolicyProgressReconcileView(APIView):
+class PolicyProgressReconcileView(CollectorPausedView, APIView):
     required_scopes = ["burn-in-policy-progress:write"]
     required_permissions = ["burnin.add_policyprogress", "burnin.change_policyprogress", "burnin.delete_policyprogress"]
 

@@ -7,11 +7,13 @@ from django.db import transaction
 from fleet.burnin import metrics
 from fleet.burnin.evaluation_results.load import load_facts
 from fleet.burnin.evaluation_results.write import write_results
+from fleet.core.heap import collector_paused
 from fleet.inventory.identity import Actor
 from fleet_rules.evaluations import ResultItem, UpsertCounts, classify
 from fleet_rules.vocabulary import EvaluationOutcome
 
 
+@collector_paused()  # up to EVALUATION_RESULTS_MAX_ITEMS items (fleet.core.heap)
 @transaction.atomic
 def evaluation_results_upsert(*, items: list[ResultItem], actor: Actor) -> UpsertCounts:
     facts, stored = load_facts((item.execution_id for item in items), actor)
