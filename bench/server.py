@@ -23,6 +23,7 @@ import psutil
 from django.db import connection
 from oauth2_provider.models import Application
 
+from fleet.core.dbbackend.base import database_url
 from fleet.inventory.models import Satellite, SatelliteCredential
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,18 +34,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _database_url() -> str:
-    settings = connection.settings_dict
-    host = settings.get("HOST") or "127.0.0.1"
-    port = settings.get("PORT") or 5432
-    user = settings.get("USER") or "postgres"
-    password = settings.get("PASSWORD") or ""
-    auth = f"{user}:{password}" if password else user
-    if host.startswith("/"):  # the embedded server's socket directory
-        return f"postgres://{auth}@/{settings['NAME']}?host={host}&port={port}"
-    return f"postgres://{auth}@{host}:{port}/{settings['NAME']}"
 
 
 class FleetServer:
@@ -59,7 +48,7 @@ class FleetServer:
     def __enter__(self) -> FleetServer:
         env = {
             **os.environ,
-            "DATABASE_URL": _database_url(),
+            "DATABASE_URL": database_url(connection),
             "SECRET_KEY": os.environ.get("SECRET_KEY") or "bench-secret-key-not-for-production-0123456789abcdef",
             "FLEET_LOG_LEVEL": "WARNING",
             "FLEET_REQUEST_LOG_LEVEL": "WARNING",
@@ -130,5 +119,9 @@ class FleetServer:
             timeout=30,
         )
         if response.status_code != 200:
-            raise RuntimeError(f"/o/token/ answered {response.status_code}: {response.text[:500]}")
+            self.log.seek(0)
+            raise RuntimeError(
+                f"/o/token/ answered {response.status_code}: {response.text[:500]}\n"
+                f"server output:\n{self.log.read()[-3000:].decode(errors='replace')}"
+            )
         return response.json()["access_token"]

@@ -13,22 +13,15 @@ from pathlib import Path
 import httpx
 from django.db import connection
 
+from fleet.core.dbbackend.base import database_url
+
 REPO = Path(__file__).resolve().parents[1]
 _SERVER_LOGS: dict[int, Path] = {}  # pid of a server started here -> the file its output goes to
 
 
 def test_database_url() -> str:
     """A DATABASE_URL for the database this test run uses (embedded or system server)."""
-    params = connection.get_connection_params()
-    name = connection.settings_dict["NAME"]
-    user = params.get("user") or "postgres"
-    host = params.get("host") or "127.0.0.1"
-    port = params.get("port") or 5432
-    if str(host).startswith("/"):
-        return f"postgresql://{user}@/{name}?host={host}&port={port}"
-    password = params.get("password")
-    auth = f"{user}:{password}" if password else user
-    return f"postgresql://{auth}@{host}:{port}/{name}"
+    return database_url(connection)
 
 
 def free_port() -> int:

@@ -118,3 +118,20 @@ def test_a_serve_worker_freezes_what_it_loaded_out_of_the_collectors_walk():
     script = "import gc, fleet.asgi; print(gc.get_freeze_count())"
     frozen = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, cwd=REPO)
     assert int(frozen.stdout.strip().splitlines()[-1]) > 50_000
+
+
+def test_the_database_url_a_child_process_gets_reaches_this_very_database(db):
+    """`database_url` (what `fleet serve` started by the tests or the bench is given) names the
+    server and database of this connection, the embedded server's socket included: the settings
+    name no host for it, and a URL built from them reached the system server instead."""
+    import psycopg
+    from django.db import connection
+
+    from fleet.core.dbbackend.base import database_url
+
+    probe = "SELECT current_database(), current_setting('data_directory')"
+    with connection.cursor() as cursor:
+        cursor.execute(probe)
+        here = cursor.fetchone()
+    with psycopg.connect(database_url(connection)) as other:
+        assert other.execute(probe).fetchone() == here

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.db.backends.postgresql import base
 
@@ -19,3 +21,20 @@ class DatabaseWrapper(base.DatabaseWrapper):
         params["host"] = server.socket_dir
         params["port"] = server.port
         return params
+
+
+def database_url(connection: Any) -> str:
+    """A DATABASE_URL reaching the database `connection` uses, for a process this one starts (a
+    `fleet serve` of the tests or the bench): read from the connection's parameters, not its
+    settings, which name no host or port for the embedded server (its socket is found on first
+    connection)."""
+    params = connection.get_connection_params()
+    name = connection.settings_dict["NAME"]
+    user = params.get("user") or "postgres"
+    host = params.get("host") or "127.0.0.1"
+    port = params.get("port") or 5432
+    if str(host).startswith("/"):
+        return f"postgresql://{user}@/{name}?host={host}&port={port}"
+    password = params.get("password")
+    auth = f"{user}:{password}" if password else user
+    return f"postgresql://{auth}@{host}:{port}/{name}"
