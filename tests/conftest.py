@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import gc
 from collections.abc import Callable
 
 import pytest
@@ -129,3 +130,13 @@ def session_client(user_factory) -> Callable[..., APIClient]:
         return client
 
     return make
+
+
+@pytest.fixture
+def collecting():
+    """The cyclic collector on for the test (as in a served process), and as it was after."""
+    enabled = gc.isenabled()
+    gc.enable()
+    yield
+    if not enabled:
+        gc.disable()

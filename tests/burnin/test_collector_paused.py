@@ -15,15 +15,6 @@ from tests.builders import passing_payload, result_item
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def collecting():
-    enabled = gc.isenabled()
-    gc.enable()
-    yield
-    if not enabled:
-        gc.disable()
-
-
 def spy(monkeypatch, owner, name) -> list[bool]:
     """Record whether the collector ran at each call of `owner.name`."""
     seen: list[bool] = []

@@ -10,15 +10,6 @@ import pytest
 from fleet.core.heap import collector_paused
 
 
-@pytest.fixture
-def collecting():
-    enabled = gc.isenabled()
-    gc.enable()
-    yield
-    if not enabled:
-        gc.disable()
-
-
 def test_collections_pause_inside_and_resume_after(collecting):
     with collector_paused():
         assert not gc.isenabled()
