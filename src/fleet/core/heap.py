@@ -1,5 +1,5 @@
-"""Keep CPython's cyclic collector off what it cannot free: what a process loaded to serve, and
-what one bounded bulk call is building.
+"""Keep CPython's cyclic collector from walking what is alive anyway: what a process loaded to
+serve, and what one bounded bulk call is building.
 
 CPython's full collections walk every tracked object. A `fleet serve` worker holds about 117,000
 once Django, the apps and the URL patterns are loaded, and a full pass over them took 63 ms

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.conf import settings
+from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.backends.postgresql import base
 
 from fleet.core import embedded
@@ -23,7 +22,7 @@ class DatabaseWrapper(base.DatabaseWrapper):
         return params
 
 
-def database_url(connection: Any) -> str:
+def database_url(connection: BaseDatabaseWrapper) -> str:
     """A DATABASE_URL reaching the database `connection` uses, for a process this one starts (a
     `fleet serve` of the tests or the bench): read from the connection's parameters, not its
     settings, which name no host or port for the embedded server (its socket is found on first
