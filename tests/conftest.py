@@ -140,3 +140,22 @@ def collecting():
     yield
     if not enabled:
         gc.disable()
+
+
+@pytest.fixture
+def collector_seen(monkeypatch, collecting):
+    """`collector_seen(owner, name)`: a list that records, at each call of `owner.name`, whether
+    the cyclic collector was on (the collector is on for the test)."""
+
+    def watch(owner: object, name: str) -> list[bool]:
+        seen: list[bool] = []
+        real = getattr(owner, name)
+
+        def recorded(*args, **kwargs):
+            seen.append(gc.isenabled())
+            return real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, recorded)
+        return seen
+
+    return watch

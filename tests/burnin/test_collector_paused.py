@@ -15,22 +15,9 @@ from tests.builders import passing_payload, result_item
 pytestmark = pytest.mark.django_db
 
 
-def spy(monkeypatch, owner, name) -> list[bool]:
-    """Record whether the collector ran at each call of `owner.name`."""
-    seen: list[bool] = []
-    real = getattr(owner, name)
-
-    def recorded(*args, **kwargs):
-        seen.append(gc.isenabled())
-        return real(*args, **kwargs)
-
-    monkeypatch.setattr(owner, name, recorded)
-    return seen
-
-
-def test_an_upsert_parses_and_writes_with_the_collector_paused(bearer, scene, fleet, monkeypatch, collecting):
-    parsed = spy(monkeypatch, StorableJSONParser, "parse")
-    upserted = spy(monkeypatch, views, "evaluation_results_upsert")
+def test_an_upsert_parses_and_writes_with_the_collector_paused(bearer, scene, fleet, collector_seen):
+    parsed = collector_seen(StorableJSONParser, "parse")
+    upserted = collector_seen(views, "evaluation_results_upsert")
     execution = fleet.execution(scene.requirement, device=scene.devices[0])
     item = result_item(execution, fleet.source_key(scene.requirement, scene.site))
     response = bearer(["test-execution:evaluate"]).post(
@@ -41,8 +28,8 @@ def test_an_upsert_parses_and_writes_with_the_collector_paused(bearer, scene, fl
     assert gc.isenabled()
 
 
-def test_a_reconcile_page_runs_with_the_collector_paused(bearer, scene, monkeypatch, collecting):
-    paged = spy(monkeypatch, views, "progress_reconcile_page")
+def test_a_reconcile_page_runs_with_the_collector_paused(bearer, scene, collector_seen):
+    paged = collector_seen(views, "progress_reconcile_page")
     body = {"site_slug": "lon-1", "satellite_name": "sat-a", "resource_class": "gpu.h200.8x"}
     response = bearer(["burn-in-policy-progress:write"]).post(
         "/api/v1/burn-in/policy-progress/reconcile/", body, format="json"
@@ -52,8 +39,8 @@ def test_a_reconcile_page_runs_with_the_collector_paused(bearer, scene, monkeypa
     assert gc.isenabled()
 
 
-def test_a_pending_feed_page_runs_with_the_collector_paused(bearer, scene, monkeypatch, collecting):
-    paged = spy(monkeypatch, views, "pending_evaluations_page")
+def test_a_pending_feed_page_runs_with_the_collector_paused(bearer, scene, collector_seen):
+    paged = collector_seen(views, "pending_evaluations_page")
     response = bearer(["test-execution:evaluate"]).get(
         "/api/v1/burn-in/evaluations/pending/?site_slug=lon-1&satellite_name=sat-a"
     )
@@ -62,17 +49,17 @@ def test_a_pending_feed_page_runs_with_the_collector_paused(bearer, scene, monke
     assert gc.isenabled()
 
 
-def test_other_endpoints_leave_the_collector_running(bearer, scene, monkeypatch, collecting):
-    summarised = spy(monkeypatch, views, "progress_summary")
+def test_other_endpoints_leave_the_collector_running(bearer, scene, collector_seen):
+    summarised = collector_seen(views, "progress_summary")
     response = bearer(["fleet:read"]).get(f"/api/v1/burn-in/sites/{scene.site.id}/progress-summary/")
     assert response.status_code == 200, response.content
     assert summarised == [True]
 
 
-def test_the_upsert_service_runs_paused_for_callers_other_than_the_view(scene, fleet, collecting, monkeypatch):
+def test_the_upsert_service_runs_paused_for_callers_other_than_the_view(scene, fleet, collector_seen):
     from fleet.burnin.evaluation_results import service
 
-    loaded = spy(monkeypatch, service, "load_facts")
+    loaded = collector_seen(service, "load_facts")
     execution = fleet.execution(scene.requirement, device=scene.devices[0])
     key = fleet.source_key(scene.requirement, scene.site)
     item = ResultItem(execution.id, passing_payload(), key, execution.updated_at)

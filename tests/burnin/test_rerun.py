@@ -146,21 +146,13 @@ def test_first_run_dispatches_one_single_node_job_per_device_with_all_its_requir
 
 
 @pytest.mark.parametrize("preview", [False, True])
-def test_planning_runs_with_the_cyclic_collector_paused(bearer, world, monkeypatch, preview):
+def test_planning_runs_with_the_cyclic_collector_paused(bearer, world, collector_seen, preview):
     """A selection of up to RERUN_MAX_DEVICES builds its facts and plan with no collection
     walking them (fleet.core.heap); collections resume once the request is done."""
     from fleet.burnin.reruns import service
 
-    seen: list[bool] = []
-
-    def planned(data):
-        seen.append(gc.isenabled())
-        return real(data)
-
-    real = service.plan
-    monkeypatch.setattr(service, "plan", planned)
+    seen = collector_seen(service, "plan")
     world.sweep()
-    assert gc.isenabled()
     dispatch(bearer(SCOPE), world, [d.id for d in world.devices], preview=preview)
     assert seen == [False]
     assert gc.isenabled()
