@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -20,6 +21,7 @@ from django.db import connection
 from bench.clients import AgentClient, encode
 from bench.seed import RESOURCE_CLASS, Fleet
 from bench.timing import CHEAP_SECONDS, QueryLog
+from fleet.burnin.reconcile import service
 from fleet.burnin.reconcile.service import PageFetcher, ReconcilePage, page_fetcher, reconcile_sweep
 
 LIMITS = (500, 50)  # the query-count keys the issue asks for: {"50": n, "500": n}
@@ -159,6 +161,22 @@ def _measure(path: str, page, fleet: Fleet, limit: int, runs: int) -> ReconcileR
     return row
 
 
+#: The row measured with certificate issuance switched off: what the first sweep would cost if
+#: certificates were issued outside the page's transaction (a design the service does not have).
+WITHOUT_CERTIFICATES = "service, no certificates"
+
+
+@contextmanager
+def _certificates_not_issued() -> Iterator[None]:
+    """For one measurement only: the page's certificate refresh does nothing."""
+    original = service._certificates_refresh
+    service._certificates_refresh = lambda to_store, stored: None
+    try:
+        yield
+    finally:
+        service._certificates_refresh = original
+
+
 def reconcile_measure(
     fleet: Fleet, *, runs: int, http: AgentClient | None, progress: Callable[[str], None]
 ) -> list[ReconcileRow]:
@@ -171,6 +189,10 @@ def reconcile_measure(
     with connection.cursor() as cursor:
         cursor.execute("ANALYZE")
     rows = [stale]
+    # Before the sweeps that issue: the projection is left with the certificates it implies.
+    progress("reconcile service, limit 500, certificates not issued (the ceiling without them)")
+    with _certificates_not_issued():
+        rows.append(_measure(WITHOUT_CERTIFICATES, _service_pages, fleet, 500, runs))
     for limit in LIMITS:
         progress(f"reconcile service, limit {limit}")
         rows.append(_measure("service", _service_pages, fleet, limit, runs))

@@ -13,7 +13,7 @@ from bench.agents import ConcurrentResult
 from bench.anchor import AnchorRow
 from bench.dashboard import DashboardRow
 from bench.pending import PendingRow
-from bench.reconcile import ReconcileRow
+from bench.reconcile import WITHOUT_CERTIFICATES, ReconcileRow
 from bench.rerun import RerunRow
 from bench.scale import ScaleRow
 from bench.upsert import UpsertRow
@@ -46,6 +46,7 @@ def results_build(
     service = by_path.get(("service", 500))
     stale = by_path.get(("service, stale stats", 500))
     http = by_path.get(("HTTP", 500))
+    uncertified = by_path.get((WITHOUT_CERTIFICATES, 500))
 
     def rate(row: ReconcileRow | None, which: str) -> float | None:
         if row is None:
@@ -140,6 +141,9 @@ def results_build(
         "reconcile_vs_raw": None if sweep1 is None else round(sweep1 / raw_insert, 3),
         "reconcile_stale_stats_vs_raw": None if stale is None else round(rate(stale, "first") / raw_insert, 3),
         "reconcile_http_vs_raw": None if http is None else round(rate(http, "first") / raw_insert, 3),
+        "reconcile_without_certificates_vs_raw": None
+        if uncertified is None
+        else round(rate(uncertified, "first") / raw_insert, 3),
         "reconcile_steady_speedup": None if not (sweep1 and sweep2) else round(sweep2 / sweep1, 2),
         "reconcile_median_page_ms": None
         if service is None
