@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
+from unittest import mock
 
 from django.db import connection
 
@@ -166,17 +166,6 @@ def _measure(path: str, page, fleet: Fleet, limit: int, runs: int) -> ReconcileR
 WITHOUT_CERTIFICATES = "service, no certificates"
 
 
-@contextmanager
-def _certificates_not_issued() -> Iterator[None]:
-    """For one measurement only: the page's certificate refresh does nothing."""
-    original = service._certificates_refresh
-    service._certificates_refresh = lambda to_store, stored: None
-    try:
-        yield
-    finally:
-        service._certificates_refresh = original
-
-
 def reconcile_measure(
     fleet: Fleet, *, runs: int, http: AgentClient | None, progress: Callable[[str], None]
 ) -> list[ReconcileRow]:
@@ -191,7 +180,7 @@ def reconcile_measure(
     rows = [stale]
     # Before the sweeps that issue: the projection is left with the certificates it implies.
     progress("reconcile service, limit 500, certificates not issued (the ceiling without them)")
-    with _certificates_not_issued():
+    with mock.patch.object(service, "_certificates_refresh", lambda to_store, stored: None):
         rows.append(_measure(WITHOUT_CERTIFICATES, _service_pages, fleet, 500, runs))
     for limit in LIMITS:
         progress(f"reconcile service, limit {limit}")

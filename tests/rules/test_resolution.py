@@ -9,10 +9,11 @@ import re
 from pathlib import Path
 from uuid import UUID
 
+import rfc8785
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fleet_rules.resolution import Rule, resolve
+from fleet_rules.resolution import Rule, canonical_json, resolve
 
 SITE = UUID("11111111-1111-1111-1111-111111111111")
 OTHER = UUID("22222222-2222-2222-2222-222222222222")
@@ -45,7 +46,7 @@ def test_key_does_not_depend_on_rule_order(rules, random):
 def test_key_does_not_depend_on_dict_key_order(rules):
     resolution = resolve(rules, SITE)
     reordered = [dict(reversed(list(rule.items()))) for rule in resolution.rules]
-    from fleet_rules.resolution import canonical_json, source_key
+    from fleet_rules.resolution import source_key
 
     assert source_key(canonical_json(reordered)) == resolution.key
 
@@ -173,24 +174,20 @@ json_values = st.recursive(
 )
 
 
-def _rfc8785(value):
-    import rfc8785
-
+def _outcome(write, value):
+    """The bytes `write` gives, or the kind of refusal."""
     try:
-        return rfc8785.dumps(value)
+        return write(value)
     except rfc8785.CanonicalizationError as exc:
         return type(exc)
+
+
+def _rfc8785(value):
+    return _outcome(rfc8785.dumps, value)
 
 
 def _ours(value):
-    import rfc8785
-
-    from fleet_rules.resolution import canonical_json
-
-    try:
-        return canonical_json(value)
-    except rfc8785.CanonicalizationError as exc:
-        return type(exc)
+    return _outcome(canonical_json, value)
 
 
 @given(json_values)
