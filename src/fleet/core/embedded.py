@@ -13,10 +13,13 @@ import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 import psutil
 import psycopg
 from psycopg import errors, sql
+
+from fleet.core.statements import Statement
 
 logger = logging.getLogger("fleet.db")
 
@@ -109,12 +112,25 @@ def _attach(data_dir: Path) -> EmbeddedServer:
 _known_databases: set[tuple[Path, str]] = set()
 
 
+class _Present(NamedTuple):
+    present: int
+
+
+DATABASE_EXISTS = Statement(
+    "core.embedded.database_exists",
+    "SELECT 1 AS present FROM pg_database WHERE datname = %(name)s",
+    _Present,
+    example=lambda: {"name": "postgres"},
+)
+
+
 def _ensure_database(server: EmbeddedServer, database: str) -> None:
     if (server.data_dir, database) in _known_databases:
         return
     with psycopg.connect(server.uri("postgres"), autocommit=True) as conn:
-        exists = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", [database]).fetchone()
-        if not exists:
+        with conn.cursor() as cursor:
+            exists = DATABASE_EXISTS.one(cursor, {"name": database})
+        if exists is None:
             # Another process may create it first.
             with contextlib.suppress(errors.DuplicateDatabase, errors.UniqueViolation):
                 conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(database)))
