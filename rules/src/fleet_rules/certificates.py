@@ -86,17 +86,28 @@ class CurrentCertificate:
     executions: dict[str, UUID]  # requirement name → the deciding execution it names
 
 
-def is_certifiable(device: DeviceFacts, evidence: Sequence[RequirementEvidence]) -> bool:
-    if device.policy_version is None or not evidence:
+def rows_all_passed(policy_version: int | None, rows: Sequence[tuple[str | None, int | None]]) -> bool:
+    """*Acceptable by its rows*: the policy has at least one non-retired requirement (one item of
+    `rows` each: the verdict and policy version of the projection row of its target for the device,
+    None for both when there is no row or no target) and every one of them is `passed` at the
+    policy's current version. The dashboard's accepted counts and the issuance pre-filter read the
+    same rule in SQL (`fleet.burnin.fragments.acceptable_sql`; a test holds the two to one answer);
+    a certificate needs this and its evidence besides (`is_certifiable`)."""
+    if policy_version is None or not rows:
         return False
-    return all(_passes(device, item) for item in evidence)
+    return all(verdict == Verdict.PASSED and version == policy_version for verdict, version in rows)
 
 
-def _passes(device: DeviceFacts, item: RequirementEvidence) -> bool:
+def is_certifiable(device: DeviceFacts, evidence: Sequence[RequirementEvidence]) -> bool:
+    if not rows_all_passed(device.policy_version, [(item.verdict, item.row_policy_version) for item in evidence]):
+        return False
+    return all(_evidence_holds(item) for item in evidence)
+
+
+def _evidence_holds(item: RequirementEvidence) -> bool:
+    """The passed row's deciding execution carries a passing evaluation under the row's key."""
     return (
         item.target_id is not None
-        and item.verdict == Verdict.PASSED
-        and item.row_policy_version == device.policy_version
         and item.execution_id is not None
         and item.evaluation_passed is True
         and item.evaluation_source_key is not None

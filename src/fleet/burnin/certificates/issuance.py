@@ -10,7 +10,7 @@ import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import connection
@@ -18,23 +18,18 @@ from django.utils import timezone
 
 from fleet.burnin import metrics
 from fleet.burnin.certificates.signing import signing_key
+from fleet.burnin.fragments import acceptable_sql, requirement_target_sql
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from fleet.burnin.tables import sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
+from fleet.core.statements import NoRow, Statement, select_list
 from fleet.inventory.models import Site
 from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
 from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.resolution import Resolution, Rule, resolve
-from fleet_rules.vocabulary import RequirementScope, Verdict
+from fleet_rules.vocabulary import RequirementScope
 
-#: A requirement's target for the device `f` (itself, or its topology of the requirement's unit).
-_TARGET = sql("""LEFT JOIN LATERAL (
-    SELECT f.id AS id, NULL::varchar AS label WHERE r.scope = %(single_node)s
-    UNION ALL
-    (SELECT t.id, t.label FROM {membership} m JOIN {topology} t ON t.id = m.topology_id
-     WHERE r.scope = %(multi_node)s AND m.device_id = f.id AND t.unit = r.unit ORDER BY t.id LIMIT 1)
-) tgt ON true""")
 
 #: Every join is a probe by a unique key (LATERAL … LIMIT 1, or fenced with OFFSET 0) driven by the
 #: touched ids: on the statistics of a projection analysed while empty (a first sweep) the planner
@@ -46,8 +41,97 @@ _TARGET = sql("""LEFT JOIN LATERAL (
 #: (it may have to be superseded) and those whose every requirement has a row passed at the current
 #: version (they may be certifiable). The others would be left as they are: a page mid burn-in
 #: reads a few narrow rows for them, not their evidence.
-_FACTS = sql(
-    """
+class FactsRow(NamedTuple):
+    """A touched device with one requirement of its policy and what judges it (the requirement's
+    fields null for a device whose policy has none), and the device's newest certificate."""
+
+    device_id: UUID
+    hostname: str
+    device_serial: str
+    resource_class: str
+    site_id: UUID
+    site_slug: str
+    enrolled_at: datetime | None
+    policy_version: int | None
+    requirement_id: UUID | None
+    requirement_name: str
+    gate: str
+    scope: str
+    target_id: UUID | None
+    target_label: str | None
+    verdict: str | None
+    row_policy_version: int | None
+    row_source_key: str | None
+    execution_id: UUID | None
+    test: str | None
+    parameters: Any
+    started_at: datetime | None
+    finished_at: datetime | None
+    metrics: Any
+    evaluation_passed: bool | None
+    evaluation_reason: str | None
+    metric_evaluations: Any
+    evaluation_source_key: str | None
+    evidence_valid_until: datetime | None
+    thresholds: Any
+    certificate_serial: UUID | None
+    certificate_sha256: str | None
+    certificate_policy_version: int | None
+    certificate_valid_until: datetime | None
+    certificate_superseded_at: datetime | None
+    certificate_executions: Any
+
+
+_FACTS_COLUMNS = select_list(
+    FactsRow,
+    {
+        "device_id": "f.id",
+        "hostname": "f.hostname",
+        "device_serial": "f.serial",
+        "resource_class": "f.resource_class",
+        "site_id": "f.site_id",
+        "site_slug": "f.slug",
+        "enrolled_at": "f.enrolled_at",
+        "policy_version": "f.version",
+        "requirement_id": "r.id",
+        "requirement_name": "r.name",
+        "gate": "r.gate",
+        "scope": "r.scope",
+        "target_id": "tgt.id",
+        "target_label": "tgt.label",
+        "verdict": "p.verdict",
+        "row_policy_version": "p.policy_version",
+        "row_source_key": "p.evaluation_source_key",
+        "execution_id": "x.id",
+        "test": "x.test",
+        "parameters": "x.parameters",
+        "started_at": "x.started_at",
+        "finished_at": "x.finished_at",
+        "metrics": "x.metrics",
+        "evaluation_passed": "ev.passed",
+        "evaluation_reason": "ev.reason",
+        "metric_evaluations": "ev.metric_evaluations",
+        "evaluation_source_key": "ev.evaluation_source_key",
+        "evidence_valid_until": "x.finished_at + r.evidence_valid_for",
+        "thresholds": sql(
+            """(SELECT json_agg(json_build_array(tr.metric, tr.statistic, tr.comparator, tr.threshold, tr.site_id))
+        FROM {threshold} tr WHERE tr.requirement_id = r.id AND (tr.site_id IS NULL OR tr.site_id = f.site_id))""",
+            threshold=ThresholdRule._meta.db_table,
+        ),
+        "certificate_serial": "c.serial",
+        "certificate_sha256": "c.sha256",
+        "certificate_policy_version": "c.policy_version",
+        "certificate_valid_until": "c.valid_until",
+        "certificate_superseded_at": "c.superseded_at",
+        "certificate_executions": """(SELECT jsonb_object_agg(q->>'name', q->'execution'->>'id')
+        FROM jsonb_array_elements(c.document->'requirements') q)""",
+    },
+)
+
+FACTS = Statement(
+    "burnin.certificates.facts",
+    sql(
+        """
 WITH touched AS (
     SELECT wanted.id FROM unnest({devices}) AS wanted(id)
     UNION
@@ -64,31 +148,12 @@ WITH touched AS (
 ), facts AS (
     SELECT f.* FROM candidates f
     WHERE EXISTS (SELECT 1 FROM {certificate} c WHERE c.device_id = f.id AND c.superseded_at IS NULL)
-       OR (EXISTS (SELECT 1 FROM {requirement} r WHERE r.policy_id = f.policy_id AND r.retired_at IS NULL)
-           AND NOT EXISTS (
-               SELECT 1 FROM {requirement} r
-               {target}
-               LEFT JOIN LATERAL (
-                   SELECT p.id, p.verdict, p.policy_version FROM {progress} p
-                   WHERE p.requirement_id = r.id AND p.target_id = tgt.id LIMIT 1
-               ) p ON true
-               WHERE r.policy_id = f.policy_id AND r.retired_at IS NULL
-                 AND (p.id IS NULL OR p.verdict <> %(passed)s OR p.policy_version <> f.version)))
+       OR {acceptable}
 )
-SELECT f.id, f.hostname, f.serial, f.resource_class, f.site_id, f.slug, f.enrolled_at, f.version,
-       r.id, r.name, r.gate, r.scope, tgt.id, tgt.label,
-       p.verdict, p.policy_version, p.evaluation_source_key,
-       x.id, x.test, x.parameters, x.started_at, x.finished_at, x.metrics,
-       ev.passed, ev.reason, ev.metric_evaluations, ev.evaluation_source_key,
-       x.finished_at + r.evidence_valid_for,
-       (SELECT json_agg(json_build_array(tr.metric, tr.statistic, tr.comparator, tr.threshold, tr.site_id))
-        FROM {threshold} tr WHERE tr.requirement_id = r.id AND (tr.site_id IS NULL OR tr.site_id = f.site_id)),
-       c.serial, c.sha256, c.policy_version, c.valid_until, c.superseded_at,
-       (SELECT jsonb_object_agg(q->>'name', q->'execution'->>'id')
-        FROM jsonb_array_elements(c.document->'requirements') q)
+SELECT {columns}
 FROM facts f
 LEFT JOIN {requirement} r ON r.policy_id = f.policy_id AND r.retired_at IS NULL
-{target}
+LEFT JOIN LATERAL {target} tgt ON true
 LEFT JOIN LATERAL (
     SELECT p.verdict, p.policy_version, p.evaluation_source_key, p.execution_id FROM {progress} p
     WHERE p.requirement_id = r.id AND p.target_id = tgt.id LIMIT 1
@@ -107,21 +172,32 @@ LEFT JOIN LATERAL (
 ) c ON true
 ORDER BY f.id, r.name
 """,
-    site=Site._meta.db_table,
-    policy=AcceptancePolicy._meta.db_table,
-    threshold=ThresholdRule._meta.db_table,
-    certificate=AcceptanceCertificate._meta.db_table,
-    enrolled=enrolled_sql("d"),
-    target=_TARGET,
-    devices=ids_sql("%(devices)s"),
-    topologies=ids_sql("%(topologies)s"),
+        site=Site._meta.db_table,
+        policy=AcceptancePolicy._meta.db_table,
+        certificate=AcceptanceCertificate._meta.db_table,
+        enrolled=enrolled_sql("d"),
+        acceptable=acceptable_sql("f", "f.policy_id", "f.version"),
+        target=requirement_target_sql("r", "f"),
+        columns=_FACTS_COLUMNS,
+        devices=ids_sql("%(devices)s"),
+        topologies=ids_sql("%(topologies)s"),
+    ),
+    FactsRow,
+    example=lambda: {"devices": id_text([uuid.uuid4()]), "topologies": id_text([uuid.uuid4()])},
 )
+
 
 #: The touched devices, locked in primary-key order (FOR NO KEY UPDATE, as `fleet.core.locks`):
 #: two sweeps of different scopes touching one device (its node rows and its rack's row) decide
 #: its certificate one after the other, the second seeing what the first committed.
-_LOCK = sql(
-    """
+class Locked(NamedTuple):
+    id: UUID
+
+
+LOCK = Statement(
+    "burnin.certificates.lock_touched",
+    sql(
+        """
 SELECT d.id FROM {device} d
 WHERE d.id IN (
     SELECT unnest({devices})
@@ -131,24 +207,40 @@ WHERE d.id IN (
 ORDER BY d.id
 FOR NO KEY UPDATE
 """,
-    devices=ids_sql("%(devices)s"),
-    topologies=ids_sql("%(topologies)s"),
+        devices=ids_sql("%(devices)s"),
+        topologies=ids_sql("%(topologies)s"),
+    ),
+    Locked,
+    example=lambda: {"devices": id_text([uuid.uuid4()]), "topologies": ""},
 )
 
-_SUPERSEDE = sql(
-    """
-UPDATE {certificate} c SET superseded_at = %s, supersede_reason = u.reason
-FROM unnest(%s::uuid[], %s::varchar[]) AS u(serial, reason)
+SUPERSEDE = Statement(
+    "burnin.certificates.supersede",
+    sql(
+        """
+UPDATE {certificate} c SET superseded_at = %(now)s, supersede_reason = u.reason
+FROM unnest(%(serials)s::uuid[], %(reasons)s::varchar[]) AS u(serial, reason)
 WHERE c.serial = u.serial AND c.superseded_at IS NULL
 """,
-    certificate=AcceptanceCertificate._meta.db_table,
+        certificate=AcceptanceCertificate._meta.db_table,
+    ),
+    NoRow,
+    example=lambda: {"now": timezone.now(), "serials": [uuid.uuid4()], "reasons": ["failed"]},
 )
+
 
 #: The signing key's public half is recorded by the statement that first uses it; a concurrent
 #: sweep (another satellite's scope touching the same device) that issued first wins: the partial
 #: unique index on current certificates turns ours into a no-op.
-_ISSUE = sql(
-    """
+class Issued(NamedTuple):
+    device_id: UUID
+    first: bool
+
+
+ISSUE = Statement(
+    "burnin.certificates.issue",
+    sql(
+        """
 WITH signer AS (
     INSERT INTO {key} (key_id, public_key, created_at)
     SELECT %(key_id)s, %(public_key)s, %(now)s WHERE %(key_id)s <> ''
@@ -162,10 +254,13 @@ FROM jsonb_to_recordset(%(certificates)s::jsonb)
      AS u(serial uuid, device uuid, site uuid, rc varchar, version int, canonical text, sha256 varchar,
           signature text, previous uuid, until timestamptz)
 ON CONFLICT DO NOTHING
-RETURNING device_id, previous_id IS NULL
+RETURNING device_id, previous_id IS NULL AS first
 """,
-    key=CertificateKey._meta.db_table,
-    certificate=AcceptanceCertificate._meta.db_table,
+        key=CertificateKey._meta.db_table,
+        certificate=AcceptanceCertificate._meta.db_table,
+    ),
+    Issued,
+    example=lambda: {"key_id": "", "public_key": b"", "now": timezone.now(), "certificates": "[]"},
 )
 
 
@@ -196,84 +291,82 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-def _newest(row: tuple[Any, ...]) -> Newest | None:
-    serial, digest, version, until, superseded_at, executions = row[29:35]
-    if serial is None:
+def _newest(facts: FactsRow) -> Newest | None:
+    serial, digest = facts.certificate_serial, facts.certificate_sha256
+    if serial is None or digest is None:
         return None
     current = None
-    if superseded_at is None:
-        names = _json(executions) or {}
-        current = rules.CurrentCertificate(serial, digest, version, until, {k: UUID(v) for k, v in names.items()})
+    if facts.certificate_superseded_at is None and facts.certificate_policy_version is not None:
+        names = _json(facts.certificate_executions) or {}
+        current = rules.CurrentCertificate(
+            serial,
+            digest,
+            facts.certificate_policy_version,
+            facts.certificate_valid_until,
+            {k: UUID(v) for k, v in names.items()},
+        )
     return Newest(digest, serial, current)
 
 
 def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID, DeviceLoad]:
     """One query: the touched devices, every requirement of their policies with the projection
     row, execution, evaluation and threshold rules that judge it, and their newest certificate."""
-    params: dict[str, Any] = {
-        "devices": id_text(device_ids),
-        "topologies": id_text(topology_ids),
-        "single_node": RequirementScope.SINGLE_NODE,
-        "multi_node": RequirementScope.MULTI_NODE,
-        "passed": Verdict.PASSED,
-    }
+    params = {"devices": id_text(device_ids), "topologies": id_text(topology_ids)}
     with bulk_read_cursor() as cursor:
-        cursor.execute(_FACTS, params)
-        rows = cursor.fetchall()
+        rows = FACTS.rows(cursor, params)
     loads: dict[UUID, DeviceLoad] = {}
     resolutions: dict[tuple[UUID, UUID], Resolution] = {}
     for row in rows:
-        device_id = row[0]
-        if device_id not in loads:
+        load = loads.get(row.device_id)
+        if load is None:
             facts = rules.DeviceFacts(
-                id=row[0],
-                hostname=row[1],
-                serial=row[2],
-                resource_class=row[3],
-                site_id=row[4],
-                site_slug=row[5],
-                policy_version=row[7],
-                enrolled_at=row[6],
+                id=row.device_id,
+                hostname=row.hostname,
+                serial=row.device_serial,
+                resource_class=row.resource_class,
+                site_id=row.site_id,
+                site_slug=row.site_slug,
+                policy_version=row.policy_version,
+                enrolled_at=row.enrolled_at,
             )
-            loads[device_id] = DeviceLoad(facts, _newest(row))
-        if row[8] is None:
+            load = loads[row.device_id] = DeviceLoad(facts, _newest(row))
+        if row.requirement_id is None:
             continue
-        site_id = loads[device_id].facts.site_id
-        (req_id, name, gate, scope, target_id, label, verdict, row_version, row_key) = row[8:17]
-        (ex_id, test, parameters, started, finished, metrics) = row[17:23]
-        (passed, reason, metric_evaluations, ev_key, evidence_until, thresholds) = row[23:29]
-        cache_key = (req_id, site_id)
+        cache_key = (row.requirement_id, row.site_id)
         if cache_key not in resolutions:  # the same rules for every device of a requirement and site
             resolutions[cache_key] = resolve(
-                [Rule(m, st, cmp, th, UUID(str(rs)) if rs else None) for m, st, cmp, th, rs in _json(thresholds) or []],
-                site_id,
+                [
+                    Rule(m, st, cmp, th, UUID(str(rs)) if rs else None)
+                    for m, st, cmp, th, rs in _json(row.thresholds) or []
+                ],
+                row.site_id,
             )
         resolution = resolutions[cache_key]
-        loads[device_id].evidence.append(
+        load.evidence.append(
             rules.RequirementEvidence(
-                requirement_id=req_id,
-                name=name,
-                gate=gate,
-                scope=scope,
-                target_kind="device" if scope == RequirementScope.SINGLE_NODE else "topology",
-                target_id=target_id,
-                target_label=label,
-                verdict=verdict,
-                row_policy_version=row_version,
+                requirement_id=row.requirement_id,
+                name=row.requirement_name,
+                gate=row.gate,
+                scope=row.scope,
+                target_kind="device" if row.scope == RequirementScope.SINGLE_NODE else "topology",
+                target_id=row.target_id,
+                target_label=row.target_label,
+                verdict=row.verdict,
+                row_policy_version=row.row_policy_version,
                 # A row judged under another resolution than the current one does not count.
-                row_source_key=row_key if row_key == resolution.key else None,
-                execution_id=ex_id,
-                test=test,
-                parameters=_json(parameters) or {},
-                started_at=started,
-                finished_at=finished,
-                metrics=_json(metrics) or {},
-                evaluation_passed=passed,
-                evaluation_reason=reason,
-                metric_evaluations=_json(metric_evaluations),
-                evaluation_source_key=ev_key,
+                row_source_key=row.row_source_key if row.row_source_key == resolution.key else None,
+                execution_id=row.execution_id,
+                test=row.test,
+                parameters=_json(row.parameters) or {},
+                started_at=row.started_at,
+                finished_at=row.finished_at,
+                metrics=_json(row.metrics) or {},
+                evaluation_passed=row.evaluation_passed,
+                evaluation_reason=row.evaluation_reason,
+                metric_evaluations=_json(row.metric_evaluations),
+                evaluation_source_key=row.evaluation_source_key,
                 thresholds=resolution.rules,
-                evidence_valid_until=evidence_until,
+                evidence_valid_until=row.evidence_valid_until,
             )
         )
     return loads
@@ -290,7 +383,7 @@ def certificates_refresh(
     if not devices and not topologies:
         return IssuanceCounts(0, 0)
     with connection.cursor() as cursor:
-        cursor.execute(_LOCK, {"devices": id_text(devices), "topologies": id_text(topologies)})
+        LOCK.rows(cursor, {"devices": id_text(devices), "topologies": id_text(topologies)})
     # After the lock: a concurrent refresh of these devices has committed, and this one's clock
     # and reads come after it.
     now = now or timezone.now()
@@ -305,10 +398,9 @@ def certificates_refresh(
         if decision.issue:
             issue.append((load, load.newest))
     with connection.cursor() as cursor:
-        cursor.execute(_SUPERSEDE, [now, [s for s, _ in supersede], [r for _, r in supersede]])
-        cursor.execute(_ISSUE, _issue_columns(issue, now))
-        inserted = cursor.fetchall()
-    firsts = {device_id for device_id, first in inserted if first}
+        SUPERSEDE.run(cursor, {"now": now, "serials": [s for s, _ in supersede], "reasons": [r for _, r in supersede]})
+        inserted = ISSUE.rows(cursor, _issue_columns(issue, now))
+    firsts = {row.device_id for row in inserted if row.first}
     metrics.first_certificates_observed(
         (load.facts.site_slug, load.facts.resource_class, (now - load.facts.enrolled_at).total_seconds())
         for load, _ in issue

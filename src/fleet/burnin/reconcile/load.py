@@ -4,15 +4,17 @@ latest execution, its evaluation and their stored projection row — each in one
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-from uuid import UUID
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+from uuid import UUID, uuid4
 
 from django.core.exceptions import ValidationError
 from django.db import connection
 
 from fleet.burnin.selectors import NO_PRIOR_RUNS, latest_execution_sql, prior_runs_sql
-from fleet.burnin.tables import sql
+from fleet.burnin.tables import TABLES, sql
 from fleet.core.rows import bulk_read_cursor, recordset
+from fleet.core.statements import Statement, StatementFamily, select_list
 from fleet.inventory.identity import Actor
 from fleet.inventory.models import Satellite
 from fleet.inventory.selectors import satellite_acting
@@ -117,46 +119,48 @@ def _ahead(scope: ReconcileScope, after: tuple[str, UUID] | None) -> list[tuple[
     return [(i, r) for i, r in enumerate(scope.requirements) if after is None or r.name >= after[0]]
 
 
-def _target_branches(
+#: One branch of a page: the requirement's index in the scope, whether its targets are devices
+#: (else topologies), and whether it resumes after the cursor's target.
+Branch = tuple[int, bool, bool]
+
+
+def _branches(
     scope: ReconcileScope, ahead: list[tuple[int, Requirement]], after: tuple[str, UUID] | None, params: dict[str, Any]
-) -> list[str]:
-    """One ordered branch per requirement still ahead of the cursor (`ahead`), in the page's order
-    (name, then target), each read through the scope indexes."""
+) -> tuple[Branch, ...]:
+    """The page's branches, one per requirement still ahead of the cursor (`ahead`), in the page's
+    order, with their parameters added to `params`."""
     branches = []
     for index, requirement in ahead:
         params[f"req{index}"] = requirement.id
         params[f"name{index}"] = requirement.name
         params[f"k{index}"] = requirement.consecutive_passes
         params[f"key{index}"] = scope.current_keys[requirement.id]
-        resume = " AND {alias}.id > %(after_id)s" if after is not None and requirement.name == after[0] else ""
-        head = (
-            f"SELECT %(req{index})s::uuid AS requirement_id, %(name{index})s::varchar AS requirement_name, "
-            f"%(k{index})s::int AS k, %(key{index})s::varchar AS current_key"
-        )
-        if requirement.scope == RequirementScope.SINGLE_NODE:
-            branches.append(
-                sql(
-                    "{head}, d.id AS target_id, d.id AS device_id, NULL::uuid AS topology_id "
-                    "FROM {device} d WHERE {where}{resume} ORDER BY d.id",
-                    head=head,
-                    where=SCOPE_DEVICE,
-                    resume=resume.format(alias="d"),
-                )
-            )
-        else:
+        single = requirement.scope == RequirementScope.SINGLE_NODE
+        if not single:
             params[f"unit{index}"] = requirement.unit
-            branches.append(
-                sql(
-                    "{head}, t.id AS target_id, NULL::uuid AS device_id, t.id AS topology_id "
-                    "FROM {topology} t WHERE t.unit = %(unit{index})s AND {where}{resume} "
-                    "ORDER BY t.id",
-                    head=head,
-                    index=str(index),
-                    where=SCOPE_TOPOLOGY,
-                    resume=resume.format(alias="t"),
-                )
-            )
-    return branches
+        branches.append((index, single, after is not None and requirement.name == after[0]))
+    return tuple(branches)
+
+
+def _branch_sql(branch: Branch) -> str:
+    """A branch's targets in (name, target) order, read through the scope indexes."""
+    index, single, resumes = branch
+    head = (
+        f"SELECT %(req{index})s::uuid AS requirement_id, %(name{index})s::varchar AS requirement_name, "
+        f"%(k{index})s::int AS k, %(key{index})s::varchar AS current_key"
+    )
+    if single:
+        resume = " AND d.id > %(after_id)s" if resumes else ""
+        return (
+            f"{head}, d.id AS target_id, d.id AS device_id, NULL::uuid AS topology_id "
+            f"FROM {TABLES['device']} d WHERE {SCOPE_DEVICE}{resume} ORDER BY d.id"
+        )
+    resume = " AND t.id > %(after_id)s" if resumes else ""
+    return (
+        f"{head}, t.id AS target_id, NULL::uuid AS device_id, t.id AS topology_id "
+        f"FROM {TABLES['topology']} t WHERE t.unit = %(unit{index})s AND {SCOPE_TOPOLOGY}{resume} "
+        "ORDER BY t.id"
+    )
 
 
 def _page_cte(branches: list[str]) -> str:
@@ -171,31 +175,17 @@ def _page_cte(branches: list[str]) -> str:
     limit it cannot know is planned as a tenth of the table); a branch that starts may read
     more than the room left (a boundary page's few hundred rows), and the sort of what they
     found cuts the page: no order across the union is assumed."""
-    parts = [sql("b0 AS MATERIALIZED ({branch} LIMIT %(limit)s)", branch=branches[0])]
+    parts = [f"b0 AS MATERIALIZED ({branches[0]} LIMIT %(limit)s)"]
     for i, branch in enumerate(branches[1:], start=1):
-        before, here = str(i - 1), str(i)
+        previous = "%(limit)s::bigint" if i == 1 else f"(SELECT n FROM left{i - 1})"
+        parts.append(f"left{i} AS (SELECT {previous} - count(*) AS n FROM b{i - 1})")
         parts.append(
-            sql(
-                "left{here} AS (SELECT {previous} - count(*) AS n FROM b{before})",
-                here=here,
-                before=before,
-                previous="%(limit)s::bigint" if i == 1 else sql("(SELECT n FROM left{before})", before=before),
-            )
+            f"b{i} AS MATERIALIZED (SELECT * FROM ({branch} LIMIT %(limit)s) AS b WHERE (SELECT n FROM left{i}) > 0)"
         )
-        parts.append(
-            sql(
-                "b{here} AS MATERIALIZED (SELECT * FROM ({branch} LIMIT %(limit)s) AS b "
-                "WHERE (SELECT n FROM left{here}) > 0)",
-                here=here,
-                branch=branch,
-            )
-        )
-    union = " UNION ALL ".join(sql("SELECT * FROM b{i}", i=str(i)) for i in range(len(branches)))
-    return sql(
-        "{parts}, page AS MATERIALIZED (SELECT * FROM ({union}) AS found "
-        'ORDER BY requirement_name COLLATE "C", target_id LIMIT %(limit)s)',
-        parts=", ".join(parts),
-        union=union,
+    union = " UNION ALL ".join(f"SELECT * FROM b{i}" for i in range(len(branches)))
+    return (
+        f"{', '.join(parts)}, page AS MATERIALIZED (SELECT * FROM ({union}) AS found "
+        'ORDER BY requirement_name COLLATE "C", target_id LIMIT %(limit)s)'
     )
 
 
@@ -259,29 +249,111 @@ WHERE NOT (r.past AND p.target_id = r.low) AND {in_scope}""",
 )
 
 
-# Every join below is a probe by a unique key (LATERAL … LIMIT 1), driven by the page's targets:
-# whatever the statistics say (they are stale after every bulk load), the worst plan is linear
-# in the page, never in the fleet or the history.
-_PAGE = sql(
-    """
-WITH {{page}}, more AS MATERIALIZED (
+class PageRow(NamedTuple):
+    """A row of the page statement: a target (`kind` 0) with its latest execution, that
+    execution's evaluation and the target's stored row; or the one orphan row (`kind` 1), whose
+    `orphan_ids` are the scope's stored rows in the key range the page covers (every other field
+    null). One statement, so a page costs one round trip."""
+
+    # Typed as a target row's values; the orphan row leaves them null and is read for its ids only.
+    kind: int
+    requirement_id: UUID
+    requirement_name: str
+    target_id: UUID
+    device_id: UUID | None
+    topology_id: UUID | None
+    execution_id: UUID | None
+    execution_status: str
+    execution_updated_at: datetime
+    evaluation_passed: bool | None
+    evaluation_key: str | None
+    evaluation_for: datetime | None
+    evaluation_at: datetime | None
+    stored_id: int | None
+    stored_verdict: str
+    stored_execution_id: UUID | None
+    stored_key: str | None
+    stored_version: int
+    stored_watermark: datetime | None
+    stored_same_scope: bool | None
+    stored_gate: str | None
+    k: int
+    latest_counts: bool | None
+    prior_statuses: list[str] | None
+    prior_passed: list[bool | None] | None
+    prior_current: list[bool] | None
+    prior_materialised: list[datetime | None] | None
+    execution_finished_at: datetime | None
+    orphan_ids: list[int] | None
+
+
+#: The target rows' columns. The orphan row's are generated from the same row type (its id
+#: array, null for every other field), so the two branches of the union cannot disagree.
+_TARGET_COLUMNS = select_list(
+    PageRow,
+    {
+        "kind": "0",
+        "requirement_id": "page.requirement_id",
+        "requirement_name": 'page.requirement_name COLLATE "C"',
+        "target_id": "page.target_id",
+        "device_id": "page.device_id",
+        "topology_id": "page.topology_id",
+        "execution_id": "x.id",
+        "execution_status": "x.status",
+        "execution_updated_at": "x.updated_at",
+        "evaluation_passed": "ev.passed",
+        "evaluation_key": "ev.evaluation_source_key",
+        "evaluation_for": "ev.execution_updated_at",
+        "evaluation_at": "ev.materialised_at",
+        "stored_id": "p.id",
+        "stored_verdict": "p.verdict",
+        "stored_execution_id": "p.execution_id",
+        "stored_key": "p.evaluation_source_key",
+        "stored_version": "p.policy_version",
+        "stored_watermark": "p.watermark",
+        "stored_same_scope": "p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s",
+        "stored_gate": "p.gate",
+        "k": "page.k",
+        "latest_counts": "%(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz",
+        "prior_statuses": "prior.statuses",
+        "prior_passed": "prior.passed",
+        "prior_current": "prior.current",
+        "prior_materialised": "prior.materialised",
+        "execution_finished_at": "x.finished_at",
+        "orphan_ids": "NULL::bigint[]",
+    },
+)
+_ORPHAN_COLUMNS = ", ".join(
+    {"kind": "1", "orphan_ids": f"ARRAY(SELECT o.id FROM ({_ORPHANS}) AS o)"}.get(name, "NULL")
+    for name in PageRow._fields
+)
+_LATEST = latest_execution_sql("page", "e.id, e.status, e.updated_at, e.created_at, e.finished_at")
+#: A page whose requirements all have k = 1 joins `NO_PRIOR_RUNS` instead: the probe's plan, never
+#: executed, still cost 1.4 of a steady page's 9 ms at 501 targets (EXPLAIN ANALYZE), and planning it more.
+_PRIOR_RUNS = prior_runs_sql("page", "x")
+
+
+#: A page's shape: its branches, and whether any of their requirements counts prior runs.
+PageShape = tuple[tuple[Branch, ...], bool]
+
+
+def _page_sql(shape: PageShape) -> str:
+    """The page statement of one shape. Every join below is a probe by a unique key (LATERAL …
+    LIMIT 1), driven by the page's targets: whatever the statistics say (they are stale after every
+    bulk load), the worst plan is linear in the page, never in the fleet or the history."""
+    branches, counts_prior = shape
+    return sql(
+        """
+WITH {page}, more AS MATERIALIZED (
     SELECT count(*) > %(page_size)s AS more FROM page
 ), bound AS MATERIALIZED (
     SELECT requirement_name, target_id FROM page
     ORDER BY requirement_name COLLATE "C", target_id OFFSET %(page_size)s - 1 LIMIT 1
 )
-SELECT 0 AS kind, page.requirement_id, page.requirement_name COLLATE "C" AS requirement_name, page.target_id,
-       page.device_id, page.topology_id,
-       x.id, x.status, x.updated_at,
-       ev.passed, ev.evaluation_source_key, ev.execution_updated_at, ev.materialised_at,
-       p.id, p.verdict, p.execution_id, p.evaluation_source_key, p.policy_version, p.watermark,
-       p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s, p.gate,
-       page.k, %(since)s::timestamptz IS NULL OR x.created_at >= %(since)s::timestamptz,
-       prior.statuses, prior.passed, prior.current, prior.materialised,
-       x.finished_at, NULL::bigint[]
+SELECT {target_columns}
 FROM page
 LEFT JOIN LATERAL {latest} x ON true
-LEFT JOIN LATERAL {{prior}} prior ON true
+LEFT JOIN LATERAL {prior} prior ON true
 LEFT JOIN LATERAL (
     SELECT e.passed, e.evaluation_source_key, e.execution_updated_at, e.materialised_at
     FROM {evaluation} e WHERE e.execution_id = x.id LIMIT 1
@@ -292,26 +364,70 @@ LEFT JOIN LATERAL (
     FROM {progress} p WHERE p.requirement_id = page.requirement_id AND p.target_id = page.target_id LIMIT 1
 ) p ON true
 UNION ALL
-SELECT 1, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-       ARRAY(SELECT o.id FROM ({orphans}) AS o)
+SELECT {orphan_columns}
 ORDER BY kind, requirement_name, target_id
 """,
-    latest=latest_execution_sql("page", "e.id, e.status, e.updated_at, e.created_at, e.finished_at"),
-    orphans=_ORPHANS,
-)
-#: A page whose requirements all have k = 1 joins `NO_PRIOR_RUNS` instead: the probe's plan, never
-#: executed, still cost 1.4 of a steady page's 9 ms at 501 targets (EXPLAIN ANALYZE), and planning it more.
-_PRIOR_RUNS = prior_runs_sql("page", "x")
+        page=_page_cte([_branch_sql(branch) for branch in branches]),
+        target_columns=_TARGET_COLUMNS,
+        orphan_columns=_ORPHAN_COLUMNS,
+        latest=_LATEST,
+        prior=_PRIOR_RUNS if counts_prior else NO_PRIOR_RUNS,
+    )
 
-_COUNT = sql(
-    """
-SELECT 'device', NULL, count(*) FROM {device} d WHERE {scope_device}
+
+def _page_examples() -> list[tuple[PageShape, dict[str, Any]]]:
+    """Shapes the statement test plans: one device branch; a resumed topology branch after a
+    device branch, counting prior runs."""
+    base = _example_scope_params() | {
+        "limit": 501,
+        "page_size": 500,
+        "after_id": uuid4(),
+        "ahead": recordset([{"id": str(uuid4()), "name": "a", "low": MIN_UUID, "past": False}]),
+    }
+    per_requirement = {"req0": uuid4(), "name0": "a", "k0": 1, "key0": "k", "req1": uuid4(), "name1": "b"}
+    per_requirement |= {"k1": 2, "key1": "k", "unit1": "rack"}
+    return [
+        ((((0, True, False),), False), base | per_requirement),
+        ((((0, True, False), (1, False, True)), True), base | per_requirement),
+    ]
+
+
+def _example_scope_params() -> dict[str, Any]:
+    return {
+        "site": uuid4(),
+        "satellite": uuid4(),
+        "rc": "gpu.example",
+        "policy": uuid4(),
+        "gate": None,
+        "single_node": RequirementScope.SINGLE_NODE,
+        "multi_node": RequirementScope.MULTI_NODE,
+        "since": datetime(2026, 1, 1, tzinfo=UTC),
+        "running": ExecutionStatus.RUNNING,
+    }
+
+
+PAGE = StatementFamily("burnin.reconcile.page", _page_sql, PageRow, examples=_page_examples)
+
+
+class TargetCount(NamedTuple):
+    kind: str
+    unit: str | None
+    n: int
+
+
+COUNT = Statement(
+    "burnin.reconcile.count_targets",
+    sql(
+        """
+SELECT 'device' AS kind, NULL AS unit, count(*) AS n FROM {device} d WHERE {scope_device}
 UNION ALL
 SELECT 'topology', t.unit, count(*) FROM {topology} t WHERE {scope_topology} GROUP BY t.unit
 """,
-    scope_device=SCOPE_DEVICE,
-    scope_topology=SCOPE_TOPOLOGY,
+        scope_device=SCOPE_DEVICE,
+        scope_topology=SCOPE_TOPOLOGY,
+    ),
+    TargetCount,
+    example=_example_scope_params,
 )
 
 
@@ -322,12 +438,11 @@ def count_targets(scope: ReconcileScope) -> int:
         return 0
     devices, topologies = 0, {}
     with connection.cursor() as cursor:
-        cursor.execute(_COUNT, scope_params(scope))
-        for kind, unit, n in cursor.fetchall():
-            if kind == "device":
-                devices = n
+        for count in COUNT.rows(cursor, scope_params(scope)):
+            if count.kind == "device":
+                devices = count.n
             else:
-                topologies[unit] = n
+                topologies[count.unit] = count.n
     return sum(
         devices if r.scope == RequirementScope.SINGLE_NODE else topologies.get(r.unit, 0) for r in scope.requirements
     )
@@ -363,59 +478,74 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
     """One query: the page's targets with their evidence and stored rows, and its orphans."""
     params = scope_params(scope) | {"limit": limit + 1, "page_size": limit, "after_id": after[1] if after else None}
     ahead = _ahead(scope, after)
-    branches = _target_branches(scope, ahead, after, params)
+    branches = _branches(scope, ahead, after, params)
     if not branches:
         return LoadedPage([], False, [])
     params["ahead"] = _ahead_json(ahead, after)
     counts_prior = any(r.consecutive_passes > 1 for _, r in ahead)
-    statement = _PAGE.replace("{page}", _page_cte(branches)).replace(
-        "{prior}", _PRIOR_RUNS if counts_prior else NO_PRIOR_RUNS
-    )
     gates = {r.id: r.gate for r in scope.requirements}
     valid_fors = {r.id: r.evidence_valid_for for r in scope.requirements}
     with bulk_read_cursor() as cursor:
-        cursor.execute(statement, params)
-        rows = cursor.fetchall()
+        rows = PAGE.shape((branches, counts_prior)).rows(cursor, params)
     targets: list[TargetRow] = []
     in_range: list[int] = []
     stored_ids: set[int] = set()
     for row in rows:
-        if row[0] == 1:
-            in_range = row[-1]
+        if row.kind == 1:
+            in_range = row.orphan_ids or []
             continue
-        (req_id, req_name, target_id, device_id, topology_id, ex_id, ex_status, ex_updated) = row[1:9]
-        (ev_passed, ev_key, ev_for, ev_at) = row[9:13]
-        (p_id, p_verdict, p_execution, p_key, p_version, p_watermark, p_same, p_gate) = row[13:21]
-        (k, latest_counts, prior_status, prior_passed, prior_current, prior_at, ex_finished) = row[21:28]
-        runs = zip(prior_status or (), prior_passed or (), prior_current or (), prior_at or (), strict=True)
+        runs = zip(
+            row.prior_statuses or (),
+            row.prior_passed or (),
+            row.prior_current or (),
+            row.prior_materialised or (),
+            strict=True,
+        )
         prior = tuple(PriorRun(*run) for run in runs)
-        gate = gates[req_id]
-        valid_for = valid_fors[req_id]
-        expires_at = ex_finished + valid_for if valid_for is not None and ex_finished is not None else None
+        gate = gates[row.requirement_id]
+        valid_for = valid_fors[row.requirement_id]
+        finished = row.execution_finished_at
+        expires_at = finished + valid_for if valid_for is not None and finished is not None else None
         evidence = (
-            Evidence(ex_id, ex_status, ex_updated, ev_passed, ev_key, ev_for, ev_at, expires_at)
-            if ex_id is not None
+            Evidence(
+                row.execution_id,
+                row.execution_status,
+                row.execution_updated_at,
+                row.evaluation_passed,
+                row.evaluation_key,
+                row.evaluation_for,
+                row.evaluation_at,
+                expires_at,
+            )
+            if row.execution_id is not None
             else None
         )
-        in_scope = bool(p_same) and p_gate == gate
+        in_scope = bool(row.stored_same_scope) and row.stored_gate == gate
         stored = None
-        if p_id is not None:
-            stored = StoredRow(p_verdict, p_execution, p_key, p_version, p_watermark, in_scope)
-            stored_ids.add(p_id)
-        in_scope = in_scope and p_id is not None
+        if row.stored_id is not None:
+            stored = StoredRow(
+                row.stored_verdict,
+                row.stored_execution_id,
+                row.stored_key,
+                row.stored_version,
+                row.stored_watermark,
+                in_scope,
+            )
+            stored_ids.add(row.stored_id)
+        in_scope = in_scope and row.stored_id is not None
         targets.append(
             TargetRow(
-                req_id,
-                req_name,
+                row.requirement_id,
+                row.requirement_name,
                 gate,
-                target_id,
-                device_id,
-                topology_id,
+                row.target_id,
+                row.device_id,
+                row.topology_id,
                 evidence,
                 stored,
                 in_scope,
-                k,
-                bool(latest_counts),
+                row.k,
+                bool(row.latest_counts),
                 prior,
             )
         )

@@ -1,0 +1,58 @@
+"""SQL fragments that state a rule of the domain once, for every statement that needs it.
+
+Each is generated from the same constants as the rule's Python form (the vocabulary's enums,
+`fleet_rules.eligibility`, `fleet_rules.certificates`), so the SQL and the Python cannot name a
+different state or verdict; a test holds each fragment to its Python form over a table of cases.
+"""
+
+from __future__ import annotations
+
+from fleet.burnin.tables import sql
+from fleet_rules.vocabulary import RequirementScope, Verdict
+
+_SINGLE_NODE = f"'{RequirementScope.SINGLE_NODE.value}'"
+_MULTI_NODE = f"'{RequirementScope.MULTI_NODE.value}'"
+_PASSED = f"'{Verdict.PASSED.value}'"
+
+
+def requirement_target_sql(requirement: str, device: str) -> str:
+    """A LATERAL subquery: the target that judges the device row `device` for the requirement row
+    `requirement` — the device itself for a single-node requirement, its topology of the
+    requirement's unit for a multi-node one (no row when it has none). Columns `id` and `label`
+    (null for a device). Probes by key: the membership by (device, unit), the topology by id."""
+    return sql(
+        """(
+    SELECT {dev}.id AS id, NULL::varchar AS label WHERE {req}.scope = {single_node}
+    UNION ALL
+    (SELECT t.id, t.label FROM {membership} m JOIN {topology} t ON t.id = m.topology_id
+     WHERE {req}.scope = {multi_node} AND m.device_id = {dev}.id AND m.unit = {req}.unit
+     ORDER BY t.id LIMIT 1)
+)""",
+        dev=device,
+        req=requirement,
+        single_node=_SINGLE_NODE,
+        multi_node=_MULTI_NODE,
+    )
+
+
+def acceptable_sql(device: str, policy_id: str, policy_version: str) -> str:
+    """`fleet_rules.certificates.rows_all_passed` for the device row `device` under the policy
+    whose id and current version are the expressions `policy_id` and `policy_version`: the policy
+    has a non-retired requirement, and none of them lacks a `passed` row at that version for the
+    device's target. Each requirement's row is probed by its unique key."""
+    return sql(
+        """(EXISTS (SELECT 1 FROM {requirement} r WHERE r.policy_id = {policy_id} AND r.retired_at IS NULL)
+    AND NOT EXISTS (
+        SELECT 1 FROM {requirement} r
+        LEFT JOIN LATERAL {target} tgt ON true
+        LEFT JOIN LATERAL (
+            SELECT p.id, p.verdict, p.policy_version FROM {progress} p
+            WHERE p.requirement_id = r.id AND p.target_id = tgt.id LIMIT 1
+        ) p ON true
+        WHERE r.policy_id = {policy_id} AND r.retired_at IS NULL
+          AND (p.id IS NULL OR p.verdict <> {passed} OR p.policy_version <> {policy_version})))""",
+        target=requirement_target_sql("r", device),
+        policy_id=policy_id,
+        policy_version=policy_version,
+        passed=_PASSED,
+    )
