@@ -8,8 +8,8 @@ import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-from uuid import UUID
+from typing import Any, NamedTuple
+from uuid import UUID, uuid4
 
 from django.db import connection
 from django.db.models import Q, QuerySet
@@ -17,14 +17,16 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from fleet.burnin.certificates.signing import ALGORITHM
+from fleet.burnin.fragments import requirement_target_sql
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
+from fleet.core.statements import Statement
 from fleet.inventory.identity import Actor, site_restriction
 from fleet.inventory.models import Device, Site
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules.eligibility import enrolled_sql
-from fleet_rules.vocabulary import RequirementScope, Verdict
+from fleet_rules.vocabulary import Verdict
 
 
 def valid_now(now: datetime | None = None) -> Q:
@@ -178,26 +180,51 @@ _VALID = (
     "coalesce(cur.present AND cur.superseded_at IS NULL"
     " AND (cur.valid_until IS NULL OR cur.valid_until > %(now)s), false)"
 )
-_CLASSES = sql(
-    """
-SELECT d.resource_class, count(*),
-       count(*) FILTER (WHERE {valid}),
-       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)),
-       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at))
+
+
+class ClassRow(NamedTuple):
+    resource_class: str
+    enrolled: int
+    certified: int
+    p50_seconds: float | None
+    p95_seconds: float | None
+
+
+CLASSES = Statement(
+    "burnin.certificates.site_classes",
+    sql(
+        """
+SELECT d.resource_class, count(*) AS enrolled,
+       count(*) FILTER (WHERE {valid}) AS certified,
+       percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)) AS p50_seconds,
+       percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)) AS p95_seconds
 FROM {device} d
 LEFT JOIN LATERAL {latest} cur ON true
 LEFT JOIN LATERAL (SELECT min(c.issued_at) AS first FROM {certificate} c WHERE c.device_id = d.id) f ON true
 WHERE d.site_id = %(site)s AND {enrolled}
 GROUP BY d.resource_class ORDER BY d.resource_class
 """,
-    certificate=AcceptanceCertificate._meta.db_table,
-    enrolled=enrolled_sql("d"),
-    latest=_LATEST,
-    valid=_VALID,
+        certificate=AcceptanceCertificate._meta.db_table,
+        enrolled=enrolled_sql("d"),
+        latest=_LATEST,
+        valid=_VALID,
+    ),
+    ClassRow,
+    example=lambda: {"site": uuid4(), "now": timezone.now(), "slowest": SLOWEST},
 )
 
-_SLOWEST = sql(
-    """
+
+class SlowRow(NamedTuple):
+    id: UUID
+    hostname: str
+    resource_class: str
+    enrolled_at: datetime
+
+
+SLOWEST_WAITING = Statement(
+    "burnin.certificates.slowest_waiting",
+    sql(
+        """
 SELECT id, hostname, resource_class, enrolled_at FROM (
     SELECT d.id, d.hostname, d.resource_class, d.enrolled_at,
            row_number() OVER (PARTITION BY d.resource_class ORDER BY d.enrolled_at, d.hostname) AS n
@@ -206,29 +233,40 @@ SELECT id, hostname, resource_class, enrolled_at FROM (
     WHERE d.site_id = %(site)s AND {enrolled} AND NOT {valid}
 ) ranked WHERE n <= %(slowest)s ORDER BY resource_class, enrolled_at, hostname
 """,
-    certificate=AcceptanceCertificate._meta.db_table,
-    enrolled=enrolled_sql("d"),
-    latest=_LATEST,
-    valid=_VALID,
+        certificate=AcceptanceCertificate._meta.db_table,
+        enrolled=enrolled_sql("d"),
+        latest=_LATEST,
+        valid=_VALID,
+    ),
+    SlowRow,
+    example=lambda: {"site": uuid4(), "now": timezone.now(), "slowest": SLOWEST},
 )
 
-_WAITING_ON = sql(
-    """
-SELECT d.id, r.name, p.verdict
+
+class WaitingOnRow(NamedTuple):
+    device_id: UUID
+    requirement_name: str
+    verdict: str | None
+
+
+WAITING_ON = Statement(
+    "burnin.certificates.waiting_on",
+    sql(
+        """
+SELECT d.id AS device_id, r.name AS requirement_name, p.verdict
 FROM {device} d
 JOIN {policy} pol ON pol.resource_class = d.resource_class
 JOIN {requirement} r ON r.policy_id = pol.id AND r.retired_at IS NULL
-LEFT JOIN LATERAL (
-    SELECT d.id AS id WHERE r.scope = %(single_node)s
-    UNION ALL
-    (SELECT m.topology_id FROM {membership} m WHERE r.scope = %(multi_node)s AND m.device_id = d.id AND m.unit = r.unit
-     LIMIT 1)
-) tgt ON true
+LEFT JOIN LATERAL {target} tgt ON true
 LEFT JOIN {progress} p ON p.requirement_id = r.id AND p.target_id = tgt.id AND p.policy_version = pol.version
 WHERE d.id = ANY(%(devices)s::uuid[])
 ORDER BY d.id, r.name
 """,
-    policy=AcceptancePolicy._meta.db_table,
+        policy=AcceptancePolicy._meta.db_table,
+        target=requirement_target_sql("r", "d"),
+    ),
+    WaitingOnRow,
+    example=lambda: {"devices": [uuid4()]},
 )
 
 
@@ -238,29 +276,26 @@ def site_certification(site: Site) -> list[ClassCertification]:
     now = timezone.now()
     params: dict[str, Any] = {"site": site.id, "now": now, "slowest": SLOWEST}
     with connection.cursor() as cursor:
-        cursor.execute(_CLASSES, params)
-        classes = cursor.fetchall()
-        cursor.execute(_SLOWEST, params)
-        slow = cursor.fetchall()
-        cursor.execute(
-            _WAITING_ON,
-            {
-                "devices": [row[0] for row in slow],
-                "single_node": RequirementScope.SINGLE_NODE,
-                "multi_node": RequirementScope.MULTI_NODE,
-            },
-        )
-        rows = cursor.fetchall()
+        classes = CLASSES.rows(cursor, params)
+        slow = SLOWEST_WAITING.rows(cursor, params)
+        rows = WAITING_ON.rows(cursor, {"devices": [device.id for device in slow]})
     waiting_on: dict[UUID, list[tuple[str, str]]] = {}
-    for device_id, name, verdict in rows:
-        if verdict != Verdict.PASSED:
-            waiting_on.setdefault(device_id, []).append((name, verdict or Verdict.NOT_RUN))
+    for row in rows:
+        if row.verdict != Verdict.PASSED:
+            waiting_on.setdefault(row.device_id, []).append((row.requirement_name, row.verdict or Verdict.NOT_RUN))
     slowest: dict[str, list[Waiting]] = {}
-    for device_id, hostname, rc, enrolled_at in slow:
-        slowest.setdefault(rc, []).append(
-            Waiting(hostname, enrolled_at, (now - enrolled_at).total_seconds(), waiting_on.get(device_id, []))
+    for device in slow:
+        slowest.setdefault(device.resource_class, []).append(
+            Waiting(
+                device.hostname,
+                device.enrolled_at,
+                (now - device.enrolled_at).total_seconds(),
+                waiting_on.get(device.id, []),
+            )
         )
     return [
-        ClassCertification(rc, enrolled, certified, p50, p95, slowest.get(rc, []))
-        for rc, enrolled, certified, p50, p95 in classes
+        ClassCertification(
+            c.resource_class, c.enrolled, c.certified, c.p50_seconds, c.p95_seconds, slowest.get(c.resource_class, [])
+        )
+        for c in classes
     ]
