@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 from uuid import UUID
 
-from fleet_rules.resolution import canonical_json
+from fleet_rules.canonical import canonical_json
 from fleet_rules.vocabulary import SupersedeReason, Verdict
 
 #: The `format` member of every certificate document; a verifier refuses any other.

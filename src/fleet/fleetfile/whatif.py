@@ -23,7 +23,8 @@ from fleet.burnin.tables import sql
 from fleet.fleetfile.document import FleetDocument
 from fleet.inventory.models import Site
 from fleet.policies.models import Requirement, ThresholdRule
-from fleet_rules.resolution import Rule, canonical_json, resolve
+from fleet_rules.canonical import canonical_json
+from fleet_rules.resolution import Rule, resolve
 from fleet_rules.vocabulary import Verdict
 from fleet_rules.whatif import REPLAYABLE, Flip, replay, rule_json
 
