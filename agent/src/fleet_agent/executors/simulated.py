@@ -24,7 +24,6 @@ import statistics as _stats
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any
 
 from fleet_agent.executors.base import COMPLETED, WORKFLOWS, Target, TestOutcome, TestRun, errored, utc_now
@@ -225,10 +224,11 @@ class SimulatedExecutor:
         if fails:
             duration *= 0.25 + 0.5 * self._unit("errored-after", key, run.test, str(attempt))
 
-        simulated, interrupted = self._wait(duration, should_stop)
-        # Report the simulated duration ending now: compressed time never yields a future timestamp.
+        interrupted = self._wait(duration, should_stop)
+        # The times are when the run started and ended on this clock, never the simulated span
+        # back-dated: an execution that seemed to start before its job existed would tell an
+        # operator the clocks are wrong. Compressed time shows as a short run.
         finished_at = utc_now()
-        started_at = min(started_at, finished_at - timedelta(seconds=simulated))
         if interrupted:
             return errored("interrupted: the agent is stopping", started_at, finished_at)
         if fails:
@@ -254,17 +254,17 @@ class SimulatedExecutor:
             return f"test {run.test} runs on one device, got {len(run.targets)}"
         return None
 
-    def _wait(self, duration: float, should_stop: Callable[[], bool]) -> tuple[float, bool]:
-        """Sleep `duration * time_scale` in small steps: (simulated seconds that passed, whether stopped)."""
+    def _wait(self, duration: float, should_stop: Callable[[], bool]) -> bool:
+        """Sleep `duration * time_scale` in small steps; whether it was stopped."""
         if should_stop():
-            return 0.0, True
+            return True
         real_total = duration * self.time_scale
         start = time.monotonic()
         while (elapsed := time.monotonic() - start) < real_total:
             if should_stop():
-                return min(duration, elapsed / self.time_scale), True
+                return True
             time.sleep(min(_STOP_POLL_S, real_total - elapsed))
-        return duration, False
+        return False
 
     def _metrics(self, run: TestRun, attempt: int, rng: random.Random) -> dict[str, Any]:
         hardware = RESOURCE_CLASSES[run.targets[0].resource_class]
