@@ -2,7 +2,9 @@
 and people's login. The only place that knows every app's URLs."""
 
 from django.contrib import admin
+from django.templatetags.static import static
 from django.urls import include, path, re_path
+from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularSwaggerView
 
 from fleet.core import errors, oauth, schema
@@ -26,6 +28,8 @@ urlpatterns = [
     path("api/v1/", include(api_v1)),
     # Anything else under /api/ is a JSON 404, whatever DEBUG says.
     re_path(r"^api/", errors.api_not_found),
+    # Browsers ask for /favicon.ico whatever the page links: answer with the icon, not a logged 404.
+    path("favicon.ico", RedirectView.as_view(url=static("dashboard/favicon.svg"), permanent=True)),
     path("", include("fleet.dashboard.urls")),
 ]
 
