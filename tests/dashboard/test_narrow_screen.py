@@ -8,7 +8,6 @@ import pytest
 
 from tests.dashboard.test_browser import Visit, chromium, site_served  # noqa: F401 - fixtures
 
-
 WIDTH = 390
 
 #: The contrast ratio (WCAG 2) of the header's user/role text on what is behind it.
