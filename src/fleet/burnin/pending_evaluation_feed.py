@@ -14,8 +14,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-from uuid import UUID
+from typing import Any, NamedTuple
+from uuid import UUID, uuid4
 
 from django.core.exceptions import ValidationError
 from django.db import connection
@@ -23,6 +23,7 @@ from django.utils.dateparse import parse_datetime
 
 from fleet.burnin.tables import sql
 from fleet.core.cursors import cursor_decode, cursor_encode
+from fleet.core.statements import Statement
 from fleet.inventory.models import Satellite
 from fleet.policies.models import Requirement
 from fleet.policies.selectors import load_resolutions
@@ -52,16 +53,42 @@ class PendingPage:
     next_cursor: str | None
 
 
+def _example(requirement_ids: list[UUID]) -> dict[str, Any]:
+    """Parameters for the statement test: the first page of a satellite's feed."""
+    return {
+        "requirement_ids": requirement_ids,
+        "keys": ["example" for _ in requirement_ids],
+        "site_id": uuid4(),
+        "finished": sorted(FINISHED_EXECUTION_STATUSES),
+        "satellite_id": uuid4(),
+        "after_at": None,
+        "after_id": None,
+        "limit": 2,
+    }
+
+
 _CURRENT_KEYS = """current_keys(requirement_id, source_key) AS (
     SELECT * FROM unnest(%(requirement_ids)s::uuid[], %(keys)s::varchar[])
 )"""
+
+
+class RefreshCounts(NamedTuple):
+    """What a refresh did: requirements whose key moved, executions listed and dropped, keys recorded."""
+
+    moved: int
+    listed: int
+    dropped: int
+    recorded: int
+
 
 #: Requirements whose current key at the site is not the one the work list was brought up to date
 #: for: list their finished executions at the site that lack an evaluation for the new key, drop
 #: the listed ones that have one (a key changed back), and record the key. The two writes touch
 #: disjoint rows (they see the same snapshot). Nothing moved: nothing is written.
-_REFRESH = sql(
-    """
+REFRESH = Statement(
+    "burnin.pending_evaluation_feed.refresh",
+    sql(
+        """
 WITH {current_keys}, moved AS (
     SELECT c.requirement_id, c.source_key FROM current_keys c
     LEFT JOIN {pending_key} k ON k.requirement_id = c.requirement_id AND k.site_id = %(site_id)s
@@ -86,20 +113,41 @@ WITH {current_keys}, moved AS (
     ON CONFLICT (requirement_id, site_id) DO UPDATE SET source_key = EXCLUDED.source_key
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM listed), (SELECT count(*) FROM dropped),
-       (SELECT count(*) FROM recorded)
+SELECT (SELECT count(*) FROM moved) AS moved, (SELECT count(*) FROM listed) AS listed,
+       (SELECT count(*) FROM dropped) AS dropped, (SELECT count(*) FROM recorded) AS recorded
 """,
-    current_keys=_CURRENT_KEYS,
+        current_keys=_CURRENT_KEYS,
+    ),
+    RefreshCounts,
+    # No requirement: nothing moved, nothing written (a requirement would be recorded for the site).
+    example=lambda: _example([]),
 )
+
+
+class PendingRow(NamedTuple):
+    id: UUID
+    updated_at: datetime
+    status: str
+    requirement_id: UUID
+    test: str
+    device_id: UUID | None
+    topology_id: UUID | None
+    parameters: Any  # jsonb: text from Django's psycopg set-up (`_json`)
+    metrics: Any
+    error: str
+    target_name: str
+
 
 #: The page: the work list in (updated_at, id) order through its index, each row re-checked
 #: against the execution and its evaluation (the list may hold a row a concurrent write has just
 #: settled), filtered to the satellite's targets.
-_PAGE = sql(
-    """
+PAGE = Statement(
+    "burnin.pending_evaluation_feed.page",
+    sql(
+        """
 WITH {current_keys}
 SELECT e.id, e.updated_at, e.status, e.requirement_id, e.test, e.device_id, e.topology_id,
-       e.parameters, e.metrics, e.error, COALESCE(d.hostname, t.label)
+       e.parameters, e.metrics, e.error, COALESCE(d.hostname, t.label) AS target_name
 FROM {pending} w
 JOIN {execution} e ON e.id = w.execution_id
 JOIN current_keys k ON k.requirement_id = e.requirement_id
@@ -117,7 +165,10 @@ WHERE w.site_id = %(site_id)s
 ORDER BY w.updated_at, w.execution_id
 LIMIT %(limit)s
 """,
-    current_keys=_CURRENT_KEYS,
+        current_keys=_CURRENT_KEYS,
+    ),
+    PendingRow,
+    example=lambda: _example([uuid4()]),
 )
 
 
@@ -155,27 +206,25 @@ def pending_evaluations_page(*, satellite: Satellite, limit: int, cursor: str | 
         "limit": limit + 1,
     }
     with connection.cursor() as db:
-        db.execute(_REFRESH, params)
-        db.execute(_PAGE, params)
-        rows = db.fetchall()
-    has_more = len(rows) > limit
-    rows = rows[:limit]
+        REFRESH.one(db, params)
+        fetched = PAGE.rows(db, params)
+    has_more = len(fetched) > limit
     items = [
         PendingExecution(
-            execution_id=row[0],
-            updated_at=row[1],
-            status=row[2],
-            requirement=requirements[row[3]],
-            test=row[4],
-            device_id=row[5],
-            topology_id=row[6],
-            parameters=_json(row[7]),
-            metrics=_json(row[8]),
-            error=row[9],
-            resolution=resolutions[(row[3], satellite.site_id)],
-            target_name=row[10],
+            execution_id=row.id,
+            updated_at=row.updated_at,
+            status=row.status,
+            requirement=requirements[row.requirement_id],
+            test=row.test,
+            device_id=row.device_id,
+            topology_id=row.topology_id,
+            parameters=_json(row.parameters),
+            metrics=_json(row.metrics),
+            error=row.error,
+            resolution=resolutions[(row.requirement_id, satellite.site_id)],
+            target_name=row.target_name,
         )
-        for row in rows
+        for row in fetched[:limit]
     ]
     next_cursor = None
     if has_more and items:

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
-from uuid import UUID
+from typing import Any, NamedTuple
+from uuid import UUID, uuid4
 
 from django.db import connection
 
 from fleet.burnin.models import AcceptanceCertificate
 from fleet.burnin.tables import sql
+from fleet.core.statements import Statement
 from fleet.fleetfile.document import FleetDocument
 from fleet.inventory.models import Site
 from fleet.policies.models import Requirement, ThresholdRule
@@ -30,9 +31,29 @@ from fleet_rules.whatif import REPLAYABLE, Flip, replay, rule_json
 
 PAGE = 500
 
-_ROWS = sql(
-    """
-SELECT p.id, p.verdict, p.requirement_id, p.site_id, s.slug, p.resource_class, COALESCE(d.hostname, t.label),
+
+class EvidenceRow(NamedTuple):
+    """A projection row to replay, with its deciding execution and that execution's evaluation."""
+
+    id: int
+    verdict: str
+    requirement_id: UUID
+    site_id: UUID
+    slug: str  # the site's
+    resource_class: str
+    target: str  # the device's hostname or the topology's label
+    device_id: UUID | None
+    topology_id: UUID | None
+    status: str
+    metrics: Any  # jsonb: text from Django's psycopg set-up (`_json`)
+    metric_evaluations: Any  # jsonb, or null without an evaluation
+
+
+EVIDENCE = Statement(
+    "fleetfile.whatif.evidence",
+    sql(
+        """
+SELECT p.id, p.verdict, p.requirement_id, p.site_id, s.slug, p.resource_class, COALESCE(d.hostname, t.label) AS target,
        p.device_id, p.topology_id, x.status, x.metrics, ev.metric_evaluations
 FROM {progress} p
 JOIN {site} s ON s.id = p.site_id
@@ -45,11 +66,21 @@ WHERE p.requirement_id = ANY(%(requirements)s::uuid[]) AND p.verdict = ANY(%(ver
 ORDER BY p.id
 LIMIT %(limit)s
 """,
-    site=Site._meta.db_table,
+        site=Site._meta.db_table,
+    ),
+    EvidenceRow,
+    example=lambda: {"requirements": [uuid4(), uuid4()], "verdicts": list(REPLAYABLE), "after": 0, "limit": PAGE},
 )
 
-_CERTIFIED = sql(
-    """
+
+class CertifiedRow(NamedTuple):
+    device_id: UUID
+
+
+CERTIFIED = Statement(
+    "fleetfile.whatif.certified",
+    sql(
+        """
 SELECT c.device_id FROM {certificate} c
 WHERE c.superseded_at IS NULL AND c.device_id IN (
     SELECT unnest(%(devices)s::uuid[])
@@ -59,7 +90,10 @@ WHERE c.superseded_at IS NULL AND c.device_id IN (
     JOIN {device} d ON d.id = m.device_id AND d.resource_class = u.rc
 )
 """,
-    certificate=AcceptanceCertificate._meta.db_table,
+        certificate=AcceptanceCertificate._meta.db_table,
+    ),
+    CertifiedRow,
+    example=lambda: {"devices": [uuid4()], "topologies": [uuid4()], "classes": ["example"]},
 )
 
 
@@ -133,19 +167,17 @@ def _changed_requirements(document: FleetDocument) -> dict[UUID, tuple[str, list
     return changed
 
 
-def _pages(requirement_ids: list[UUID]) -> Iterator[list[tuple[Any, ...]]]:
+def _pages(requirement_ids: list[UUID]) -> Iterator[list[EvidenceRow]]:
     after = 0
     while True:
         with connection.cursor() as cursor:
-            cursor.execute(
-                _ROWS,
-                {"requirements": requirement_ids, "verdicts": list(REPLAYABLE), "after": after, "limit": PAGE},
+            rows = EVIDENCE.rows(
+                cursor, {"requirements": requirement_ids, "verdicts": list(REPLAYABLE), "after": after, "limit": PAGE}
             )
-            rows = cursor.fetchall()
         yield rows
         if len(rows) < PAGE:
             return
-        after = rows[-1][0]
+        after = rows[-1].id
 
 
 def _json(value: Any) -> Any:
@@ -164,30 +196,31 @@ def policy_what_if(*, document: FleetDocument) -> WhatIf:
         devices: list[UUID] = []
         topologies: list[UUID] = []
         classes: list[str] = []
-        for _, verdict, requirement_id, site_id, slug, rc, target, device_id, topology_id, status, metrics, ev in rows:
+        for row in rows:
             result.replayed += 1
-            name, rules = changed[requirement_id]
-            key = (requirement_id, site_id)
+            name, rules = changed[row.requirement_id]
+            key = (row.requirement_id, row.site_id)
             if key not in resolutions:
-                resolutions[key] = resolve(rules, site_id).rules_list
+                resolutions[key] = resolve(rules, row.site_id).rules_list
             flip = replay(
-                verdict=verdict,
-                status=status,
-                metrics=_json(metrics) or {},
-                current_evaluations=_json(ev),
+                verdict=row.verdict,
+                status=row.status,
+                metrics=_json(row.metrics) or {},
+                current_evaluations=_json(row.metric_evaluations),
                 candidate_rules=resolutions[key],
             )
             if flip is None:
                 continue
-            result.flips.append(TargetFlip(slug, rc, name, target, flip))
+            result.flips.append(TargetFlip(row.slug, row.resource_class, name, row.target, flip))
             if flip.before == Verdict.PASSED:
-                if device_id is not None:
-                    devices.append(device_id)
+                if row.device_id is not None:
+                    devices.append(row.device_id)
                 else:
-                    topologies.append(topology_id)
-                    classes.append(rc)
+                    assert row.topology_id is not None  # a projection row names a device or a topology
+                    topologies.append(row.topology_id)
+                    classes.append(row.resource_class)
         with connection.cursor() as cursor:
-            cursor.execute(_CERTIFIED, {"devices": devices, "topologies": topologies, "classes": classes})
-            counted.update(row[0] for row in cursor.fetchall())
+            certified = CERTIFIED.rows(cursor, {"devices": devices, "topologies": topologies, "classes": classes})
+        counted.update(row.device_id for row in certified)
     result.certificates_superseded = len(counted)
     return result

@@ -24,6 +24,7 @@ from django.utils import timezone
 from fleet.core.exceptions import Conflict, PermissionDeniedError
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.rows import id_text, ids_sql, recordset, text_or_none
+from fleet.core.statements import NoRow, Statement
 from fleet.inventory.models import Device, Satellite
 from fleet.jobs.models import ONE_ACTIVE_JOB_PER_DEVICE, Job, JobDevice
 from fleet_rules.eligibility import is_burn_in_eligible
@@ -62,9 +63,6 @@ class _CheckedDevice(NamedTuple):
     enrolled_at: datetime | None
 
 
-_CHECKED_FIELDS = _CheckedDevice._fields
-
-
 def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, _CheckedDevice]) -> None:
     for spec in specs:
         for device_id in spec.device_ids:
@@ -85,7 +83,7 @@ def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, _CheckedDevice]
 #: dispatch (profiled). A device another active job took meanwhile fails the whole statement.
 _INSERT_JOBS_TEMPLATE = """
 WITH b AS (
-    SELECT * FROM jsonb_to_recordset(%s::jsonb) AS b(
+    SELECT * FROM jsonb_to_recordset(%(jobs)s::jsonb) AS b(
         id uuid, created_at timestamptz, updated_at timestamptz, site_id uuid, satellite_id uuid, workflow_name text,
         status text, topology_id uuid, parameters jsonb, requested_by text, reason text, failure_reason text,
         devices text)
@@ -98,8 +96,13 @@ WITH b AS (
 INSERT INTO {job_device} (job_id, device_id, active)
 SELECT b.id, device.id, true FROM b CROSS JOIN LATERAL unnest({devices}) AS device(id)
 """
-_INSERT_JOBS = _INSERT_JOBS_TEMPLATE.format(
-    job=Job._meta.db_table, job_device=JobDevice._meta.db_table, devices=ids_sql("b.devices")
+INSERT_JOBS = Statement(
+    "jobs.insert_jobs",
+    _INSERT_JOBS_TEMPLATE.format(
+        job=Job._meta.db_table, job_device=JobDevice._meta.db_table, devices=ids_sql("b.devices")
+    ),
+    NoRow,
+    example=lambda: {"jobs": "[]"},
 )
 
 
@@ -136,8 +139,12 @@ def jobs_create(
         if len(device_ids) != sum(len(spec.device_ids) for spec in specs):
             raise JobRefused("A device appears in more than one of the jobs to create.")
         named = Device.objects.filter(id__among=device_ids)
-        rows = named.values_list(*_CHECKED_FIELDS) if locked else lock_keys_in_pk_order(named, *_CHECKED_FIELDS)
-        devices = {row[0]: _CheckedDevice(*row) for row in rows}
+        checked = (
+            list(map(_CheckedDevice._make, named.values_list(*_CheckedDevice._fields)))
+            if locked
+            else lock_keys_in_pk_order(named, row=_CheckedDevice)
+        )
+        devices = {device.id: device for device in checked}
         if not locked:
             jobs_expire_leases_holding(device_ids=device_ids, now=timezone.now())
         _check_devices(specs, devices)
@@ -158,7 +165,7 @@ def jobs_create(
         ]
         try:
             with transaction.atomic(), connection.cursor() as cursor:
-                cursor.execute(_INSERT_JOBS, [_job_rows(jobs, specs)])
+                INSERT_JOBS.run(cursor, {"jobs": _job_rows(jobs, specs)})
         except IntegrityError as exc:
             if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) != ONE_ACTIVE_JOB_PER_DEVICE:
                 raise

@@ -15,7 +15,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from uuid import UUID
+from typing import NamedTuple
+from uuid import UUID, uuid4
 
 from django.db import connection
 
@@ -23,6 +24,7 @@ from fleet.burnin.models import TestExecution
 from fleet.burnin.reads import DeviceDetail
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
+from fleet.core.statements import Statement
 from fleet.inventory.models import Device, Site, Topology
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import Attempt, AttemptSummary, judged, summarise
@@ -30,8 +32,21 @@ from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 _SINCE = "(pol.version_changed_at IS NULL OR e.created_at >= pol.version_changed_at)"
 
-_HISTORIES = sql(
-    """
+
+class HistoryRow(NamedTuple):
+    """One attempt of a (requirement, target), in order; `passed` only when its evaluation is
+    for the execution's current `updated_at`."""
+
+    requirement_id: UUID
+    target_id: UUID
+    status: str
+    passed: bool | None
+
+
+HISTORIES = Statement(
+    "burnin.diagnosis.attempt_histories",
+    sql(
+        """
 SELECT t.requirement_id, t.target_id, h.status, h.passed
 FROM unnest(%(requirements)s::uuid[], %(targets)s::uuid[]) AS t(requirement_id, target_id)
 JOIN {requirement} r ON r.id = t.requirement_id
@@ -45,8 +60,11 @@ CROSS JOIN LATERAL (
 ) h
 ORDER BY t.requirement_id, t.target_id, h.created_at, h.id
 """,
-    policy=AcceptancePolicy._meta.db_table,
-    since=_SINCE,
+        policy=AcceptancePolicy._meta.db_table,
+        since=_SINCE,
+    ),
+    HistoryRow,
+    example=lambda: {"requirements": [uuid4(), uuid4()], "targets": [uuid4(), uuid4()]},
 )
 
 
@@ -56,12 +74,9 @@ def attempt_summaries(targets: Sequence[tuple[UUID, UUID]]) -> dict[tuple[UUID, 
         return {}
     histories: dict[tuple[UUID, UUID], list[Attempt]] = defaultdict(list)
     with connection.cursor() as cursor:
-        cursor.execute(
-            _HISTORIES,
-            {"requirements": [r for r, _ in targets], "targets": [t for _, t in targets]},
-        )
-        for requirement_id, target_id, status, passed in cursor.fetchall():
-            histories[(requirement_id, target_id)].append(Attempt(status, judged(status, passed)))
+        rows = HISTORIES.rows(cursor, {"requirements": [r for r, _ in targets], "targets": [t for _, t in targets]})
+    for row in rows:
+        histories[(row.requirement_id, row.target_id)].append(Attempt(row.status, judged(row.status, row.passed)))
     return {key: summarise(histories.get(key, [])) for key in targets}
 
 
@@ -78,12 +93,25 @@ class PassedAfter:
     summary: AttemptSummary
 
 
+class PassedAfterRow(NamedTuple):
+    requirement_id: UUID
+    target_id: UUID
+    device_id: UUID | None
+    topology_id: UUID | None
+    label: str  # the device's hostname or the topology's label
+    resource_class: str
+    name: str  # the requirement's
+    execution_id: UUID | None
+
+
 # Starts from the site's failed and errored runs under the current version (a minority) and probes
 # each one's projection row by its unique key, keeping the targets whose row is now passed: the
 # worst plan is linear in those runs whatever the statistics say (probing every passed row's
 # history cost 0.2 s at 5,000 devices; a plain join on stale statistics went quadratic, 14 s).
-_PASSED_AFTER = sql(
-    """
+PASSED_AFTER = Statement(
+    "burnin.diagnosis.passed_after",
+    sql(
+        """
 WITH bad AS MATERIALIZED (
     SELECT DISTINCT e.requirement_id, coalesce(e.device_id, e.topology_id) AS target_id
     FROM {execution} e
@@ -92,8 +120,8 @@ WITH bad AS MATERIALIZED (
     JOIN {policy} pol ON pol.id = r.policy_id
     WHERE e.site_id = %(site)s AND NOT e.diagnostic AND {since} AND (e.status = %(errored)s OR NOT ev.passed)
 )
-SELECT p.requirement_id, p.target_id, p.device_id, p.topology_id, coalesce(d.hostname, t.label), p.resource_class,
-       r.name, p.execution_id
+SELECT p.requirement_id, p.target_id, p.device_id, p.topology_id, coalesce(d.hostname, t.label) AS label,
+       p.resource_class, r.name, p.execution_id
 FROM bad
 CROSS JOIN LATERAL (
     SELECT p.requirement_id, p.target_id, p.device_id, p.topology_id, p.resource_class, p.execution_id,
@@ -108,8 +136,11 @@ WHERE p.site_id = %(site)s AND p.verdict = %(passed)s AND p.policy_version = pol
 ORDER BY r.name, coalesce(d.hostname, t.label)
 LIMIT %(limit)s
 """,
-    policy=AcceptancePolicy._meta.db_table,
-    since=_SINCE,
+        policy=AcceptancePolicy._meta.db_table,
+        since=_SINCE,
+    ),
+    PassedAfterRow,
+    example=lambda: {"site": uuid4(), "passed": Verdict.PASSED, "errored": ExecutionStatus.ERRORED, "limit": 200},
 )
 
 
@@ -117,15 +148,21 @@ def passes_after_failures(site: Site, *, limit: int = 200) -> list[PassedAfter]:
     """Targets at the site whose passed row follows failures or errors under the current
     version, with their attempt summaries (two queries)."""
     with connection.cursor() as cursor:
-        cursor.execute(
-            _PASSED_AFTER,
-            {"site": site.id, "passed": Verdict.PASSED, "errored": ExecutionStatus.ERRORED, "limit": limit},
+        rows = PASSED_AFTER.rows(
+            cursor, {"site": site.id, "passed": Verdict.PASSED, "errored": ExecutionStatus.ERRORED, "limit": limit}
         )
-        rows = cursor.fetchall()
-    summaries = attempt_summaries([(row[0], row[1]) for row in rows])
+    summaries = attempt_summaries([(row.requirement_id, row.target_id) for row in rows])
     return [
-        PassedAfter(label, device_id, topology_id, rc, name, execution_id, summaries[(requirement_id, target_id)])
-        for requirement_id, target_id, device_id, topology_id, label, rc, name, execution_id in rows
+        PassedAfter(
+            target=row.label,
+            device_id=row.device_id,
+            topology_id=row.topology_id,
+            resource_class=row.resource_class,
+            requirement=row.name,
+            execution_id=row.execution_id,
+            summary=summaries[(row.requirement_id, row.target_id)],
+        )
+        for row in rows
     ]
 
 
@@ -139,8 +176,17 @@ class FlakyRate:
         return self.flaky / self.judged if self.judged else 0.0
 
 
-_FLAKY = sql(
-    """
+class FlakyRow(NamedTuple):
+    resource_class: str
+    name: str  # the requirement's
+    flaky: int
+    judged: int
+
+
+FLAKY = Statement(
+    "burnin.diagnosis.flaky",
+    sql(
+        """
 WITH runs AS (
     SELECT pol.resource_class, r.name, coalesce(e.device_id, e.topology_id) AS target,
            CASE WHEN e.status = %(errored)s THEN 0 WHEN ev.passed THEN 1 ELSE 2 END AS outcome
@@ -153,10 +199,14 @@ WITH runs AS (
 ), targets AS (
     SELECT resource_class, name, target, count(DISTINCT outcome) AS outcomes FROM runs GROUP BY 1, 2, 3
 )
-SELECT resource_class, name, count(*) FILTER (WHERE outcomes > 1), count(*) FROM targets GROUP BY 1, 2
+SELECT resource_class, name, count(*) FILTER (WHERE outcomes > 1) AS flaky, count(*) AS judged FROM targets
+GROUP BY 1, 2
 """,
-    policy=AcceptancePolicy._meta.db_table,
-    since=_SINCE,
+        policy=AcceptancePolicy._meta.db_table,
+        since=_SINCE,
+    ),
+    FlakyRow,
+    example=lambda: {"site": uuid4(), "errored": ExecutionStatus.ERRORED, "running": ExecutionStatus.RUNNING},
 )
 
 
@@ -164,11 +214,11 @@ def flaky_rates(site: Site) -> dict[str, dict[str, FlakyRate]]:
     """resource class → requirement name → its flaky rate at the site (one query)."""
     rates: dict[str, dict[str, FlakyRate]] = defaultdict(dict)
     with connection.cursor() as cursor:
-        cursor.execute(
-            _FLAKY, {"site": site.id, "errored": ExecutionStatus.ERRORED, "running": ExecutionStatus.RUNNING}
+        rows = FLAKY.rows(
+            cursor, {"site": site.id, "errored": ExecutionStatus.ERRORED, "running": ExecutionStatus.RUNNING}
         )
-        for rc, name, flaky, judged_targets in cursor.fetchall():
-            rates[rc][name] = FlakyRate(flaky, judged_targets)
+    for row in rows:
+        rates[row.resource_class][row.name] = FlakyRate(flaky=row.flaky, judged=row.judged)
     return dict(rates)
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
-from uuid import UUID
+from typing import NamedTuple
+from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -21,16 +22,34 @@ from django.db import connection
 
 from fleet.burnin.tables import sql
 from fleet.core.cursors import cursor_decode, cursor_encode
+from fleet.core.statements import Statement
 from fleet.inventory.models import Site
 from fleet.policies.models import Requirement
 from fleet.policies.selectors import load_resolutions
 from fleet_rules.outliers import CONSISTENCY, DEFAULT_K, DEFAULT_MIN_GROUP, GroupVerdict, Sample, judge_group
 from fleet_rules.vocabulary import OutlierGroupReason, RequirementScope, Verdict
 
+
+class GroupRow(NamedTuple):
+    """A group's figures (kind 0: size, median, MAD) or one of its candidates (kind 1: device,
+    hostname, value); `n` is the group's rule, by ordinal."""
+
+    kind: int
+    n: int
+    size: int | None
+    median: float | None
+    mad: float | None
+    device_id: UUID | None
+    hostname: str | None
+    value: float | None
+
+
 # Groups (kind 0: size, median, MAD) and candidates (kind 1: the samples whose robust z-score
 # is beyond the group's k on either side; the rule decides which side counts) in one statement.
-_GROUPS = sql(
-    """
+GROUPS = Statement(
+    "burnin.diagnosis.outlier_groups",
+    sql(
+        """
 WITH samples AS MATERIALIZED (
     SELECT rule.n, rule.k, p.device_id, d.hostname, v.value
     FROM unnest(%(requirements)s::uuid[], %(metrics)s::text[], %(statistics)s::text[], %(ordinals)s::int[],
@@ -52,7 +71,8 @@ WITH samples AS MATERIALIZED (
     SELECT s.n, percentile_cont(0.5) WITHIN GROUP (ORDER BY abs(s.value - c.median)) AS mad
     FROM samples s JOIN centre c USING (n) GROUP BY s.n
 )
-SELECT 0 AS kind, c.n, c.size, c.median, sp.mad, NULL::uuid, NULL::text, NULL::float8
+SELECT 0 AS kind, c.n, c.size, c.median, sp.mad, NULL::uuid AS device_id, NULL::text AS hostname,
+       NULL::float8 AS value
 FROM centre c JOIN spread sp USING (n)
 UNION ALL
 SELECT 1, s.n, NULL, NULL, NULL, s.device_id, s.hostname, s.value
@@ -60,6 +80,20 @@ FROM samples s JOIN centre c USING (n) JOIN spread sp USING (n)
 WHERE c.size >= %(min_group)s AND sp.mad > 0 AND abs(s.value - c.median) * %(consistency)s / sp.mad > s.k
 ORDER BY 1, 2, 7
 """
+    ),
+    GroupRow,
+    example=lambda: {
+        "requirements": [uuid4(), uuid4()],
+        "metrics": ["throughput", "latency"],
+        "statistics": [None, "p99"],
+        "ordinals": [1, 2],
+        "versions": [1, 1],
+        "site": uuid4(),
+        "passed": Verdict.PASSED,
+        "ks": [DEFAULT_K, DEFAULT_K],
+        "min_group": DEFAULT_MIN_GROUP,
+        "consistency": CONSISTENCY,
+    },
 )
 
 
@@ -167,8 +201,8 @@ def site_outlier_groups(
     candidates: dict[int, list[Sample]] = defaultdict(list)
     if keys:
         with connection.cursor() as cursor:
-            cursor.execute(
-                _GROUPS,
+            rows = GROUPS.rows(
+                cursor,
                 {
                     "requirements": [k.requirement_id for k in keys],
                     "metrics": [k.metric for k in keys],
@@ -182,11 +216,15 @@ def site_outlier_groups(
                     "consistency": CONSISTENCY,
                 },
             )
-            for kind, n, size, centre, spread, device_id, hostname, value in cursor.fetchall():
-                if kind == 0:
-                    stats[n] = (size, centre, spread)
-                else:
-                    candidates[n].append(Sample(device_id, hostname, value))
+        # Each kind's own columns are never null (a group's aggregates over at least one sample; a
+        # candidate's device, hostname and value); the other kind's are.
+        for row in rows:
+            if row.kind == 0:
+                assert row.size is not None and row.median is not None and row.mad is not None
+                stats[row.n] = (row.size, row.median, row.mad)
+            else:
+                assert row.device_id is not None and row.hostname is not None and row.value is not None
+                candidates[row.n].append(Sample(row.device_id, row.hostname, row.value))
     groups = []
     for n, key in enumerate(keys, start=1):
         size, centre, spread = stats.get(n, (0, None, None))

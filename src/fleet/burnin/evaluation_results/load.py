@@ -4,23 +4,45 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from uuid import UUID
+from datetime import datetime
+from typing import NamedTuple
+from uuid import UUID, uuid4
 
 from fleet.burnin.tables import sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql
+from fleet.core.statements import Statement
 from fleet.inventory.identity import Actor, site_restriction
 from fleet.policies.selectors import load_resolutions
 from fleet_rules.evaluations import ExecutionFacts, StoredResult
+
+
+class ExecutionWithResult(NamedTuple):
+    """A posted execution and, when one is stored, its evaluation (`evaluated`)."""
+
+    id: UUID
+    status: str
+    updated_at: datetime
+    site_id: UUID
+    requirement_id: UUID
+    evaluated: bool
+    passed: bool | None
+    reason: str | None
+    metric_evaluations: str | None  # jsonb, as text (Django's psycopg set-up)
+    evaluation_source_key: str | None
+    execution_updated_at: datetime | None
+
 
 # Tuples, not model instances, and the ids as one text value: at 500 items the ORM's instances
 # (two per row with the evaluation) and the client-side quoting of 500 bound UUIDs were most of
 # this read's time (profiled). Driven by the posted ids and fenced (`OFFSET 0`), the plan is two
 # primary-key probes per item however large the history; `id = ANY(…)` and a plain join both let
 # the planner hash a sequential scan of every execution (seen at 30k executions).
-_EXECUTIONS = sql(
-    """
+EXECUTIONS = Statement(
+    "burnin.evaluation_results.executions",
+    sql(
+        """
 SELECT e.id, e.status, e.updated_at, e.site_id, e.requirement_id,
-       r.execution_id IS NOT NULL, r.passed, r.reason, r.metric_evaluations, r.evaluation_source_key,
+       r.execution_id IS NOT NULL AS evaluated, r.passed, r.reason, r.metric_evaluations, r.evaluation_source_key,
        r.execution_updated_at
 FROM unnest({wanted}) AS wanted(id)
 CROSS JOIN LATERAL (
@@ -30,7 +52,10 @@ LEFT JOIN LATERAL (
     SELECT r.* FROM {evaluation} r WHERE r.execution_id = e.id OFFSET 0
 ) r ON true
 """,
-    wanted=ids_sql("%s"),
+        wanted=ids_sql("%(ids)s"),
+    ),
+    ExecutionWithResult,
+    example=lambda: {"ids": id_text([uuid4(), uuid4()])},
 )
 
 
@@ -42,35 +67,29 @@ def load_facts(
     if not ids:
         return {}, {}
     with bulk_read_cursor() as cursor:
-        cursor.execute(_EXECUTIONS, [ids])
-        rows = cursor.fetchall()
-    resolutions = load_resolutions({(row[4], row[3]) for row in rows})
+        rows = EXECUTIONS.rows(cursor, {"ids": ids})
+    resolutions = load_resolutions({(row.requirement_id, row.site_id) for row in rows})
     restricted = site_restriction(actor)
     facts, stored = {}, {}
-    for (
-        execution_id,
-        status,
-        updated_at,
-        site_id,
-        requirement_id,
-        evaluated,
-        passed,
-        reason,
-        metric_evaluations,
-        source_key,
-        evaluated_for,
-    ) in rows:
-        facts[execution_id] = ExecutionFacts(
-            status=status,
-            updated_at=updated_at,
-            within_caller_site=restricted is None or restricted == site_id,
-            current_key=resolutions[(requirement_id, site_id)].key,
+    for row in rows:
+        facts[row.id] = ExecutionFacts(
+            status=row.status,
+            updated_at=row.updated_at,
+            within_caller_site=restricted is None or restricted == row.site_id,
+            current_key=resolutions[(row.requirement_id, row.site_id)].key,
         )
-        if evaluated:
-            stored[execution_id] = StoredResult(
+        if row.evaluated:
+            # An evaluation's columns are NOT NULL: present whenever there is one.
+            assert row.metric_evaluations is not None and row.evaluation_source_key is not None
+            assert row.execution_updated_at is not None
+            stored[row.id] = StoredResult(
                 # Django has psycopg hand jsonb over as text (for JSONField decoders): decode it here.
-                payload={"passed": passed, "reason": reason, "metric_evaluations": json.loads(metric_evaluations)},
-                source_key=source_key,
-                execution_updated_at=evaluated_for,
+                payload={
+                    "passed": row.passed,
+                    "reason": row.reason,
+                    "metric_evaluations": json.loads(row.metric_evaluations),
+                },
+                source_key=row.evaluation_source_key,
+                execution_updated_at=row.execution_updated_at,
             )
     return facts, stored

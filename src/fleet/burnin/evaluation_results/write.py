@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
 from uuid import UUID
 
 from django.db import connection
@@ -11,15 +12,24 @@ from django.utils import timezone
 
 from fleet.burnin.tables import sql
 from fleet.core.rows import recordset
+from fleet.core.statements import Statement
 from fleet_rules.evaluations import ResultItem, normalised_payload
 
-_UPSERT = sql("""
+
+class WrittenResult(NamedTuple):
+    execution_id: UUID
+
+
+UPSERT = Statement(
+    "burnin.evaluation_results.upsert",
+    sql("""
 INSERT INTO {evaluation} AS r
     (execution_id, passed, reason, metric_evaluations, evaluation_source_key, execution_updated_at, materialised_at)
 SELECT b.execution_id, b.passed, b.reason, b.metric_evaluations, b.evaluation_source_key, b.execution_updated_at,
-       %s::timestamptz
-FROM jsonb_to_recordset(%s::jsonb) AS b(execution_id uuid, passed boolean, reason text, metric_evaluations jsonb,
-                                        evaluation_source_key varchar(64), execution_updated_at timestamptz)
+       %(materialised_at)s::timestamptz
+FROM jsonb_to_recordset(%(results)s::jsonb) AS b(execution_id uuid, passed boolean, reason text,
+                                                 metric_evaluations jsonb, evaluation_source_key varchar(64),
+                                                 execution_updated_at timestamptz)
 ON CONFLICT (execution_id) DO UPDATE SET
     passed = EXCLUDED.passed,
     reason = EXCLUDED.reason,
@@ -29,7 +39,10 @@ ON CONFLICT (execution_id) DO UPDATE SET
     materialised_at = EXCLUDED.materialised_at
 WHERE r.execution_updated_at <= EXCLUDED.execution_updated_at
 RETURNING execution_id
-""")
+"""),
+    WrittenResult,
+    example=lambda: {"materialised_at": timezone.now(), "results": "[]"},
+)
 
 
 def _row(item: ResultItem) -> dict[str, object]:
@@ -50,5 +63,7 @@ def write_results(items: list[ResultItem]) -> set[UUID]:
     if not items:
         return set()
     with connection.cursor() as cursor:
-        cursor.execute(_UPSERT, [timezone.now(), recordset(_row(item) for item in items)])
-        return {row[0] for row in cursor.fetchall()}
+        written = UPSERT.rows(
+            cursor, {"materialised_at": timezone.now(), "results": recordset(_row(item) for item in items)}
+        )
+    return {row.execution_id for row in written}

@@ -6,8 +6,8 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
-from uuid import UUID
+from typing import NamedTuple
+from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.db import connection
@@ -16,19 +16,45 @@ from django.utils import timezone
 from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
 from fleet.core.rows import recordset, text_or_none
+from fleet.core.statements import NoRow, Statement
 from fleet_rules.verdicts import Derived
+from fleet_rules.vocabulary import RequirementScope
 
 logger = logging.getLogger("fleet.reconcile")
 
-_UPSERT = sql("""
+
+class StoredKey(NamedTuple):
+    """A (requirement, target) pair the upsert stored."""
+
+    requirement_id: UUID
+    target_id: UUID
+
+
+def _scope_example() -> dict[str, object]:
+    """A scope's parameters for the statement test: no row matches them."""
+    return {
+        "site": uuid4(),
+        "satellite": uuid4(),
+        "rc": "example",
+        "gate": None,
+        "single_node": RequirementScope.SINGLE_NODE,
+        "multi_node": RequirementScope.MULTI_NODE,
+    }
+
+
+UPSERT = Statement(
+    "burnin.reconcile.upsert",
+    sql("""
 WITH marked AS (
-    UPDATE {progress} SET missing_in_sweep = %s WHERE id = ANY(%s::bigint[])
+    UPDATE {progress} SET missing_in_sweep = %(started_at)s WHERE id = ANY(%(orphans)s::bigint[])
 )
 INSERT INTO {progress} AS p
     (site_id, satellite_id, resource_class, requirement_id, gate, device_id, topology_id, target_id, verdict,
      execution_id, evaluation_source_key, policy_version, watermark, reconciled_at, created_at)
-SELECT %s, %s, %s, r, g, d, t, COALESCE(d, t), v, x, k, %s, w, %s, %s
-FROM jsonb_to_recordset(%s::jsonb) AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, k varchar, w timestamptz)
+SELECT %(site)s, %(satellite)s, %(rc)s, r, g, d, t, COALESCE(d, t), v, x, k, %(version)s, w, %(reconciled_at)s,
+       %(created_at)s
+FROM jsonb_to_recordset(%(rows)s::jsonb)
+    AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, k varchar, w timestamptz)
 ON CONFLICT (requirement_id, target_id) DO UPDATE SET
     site_id = EXCLUDED.site_id,
     satellite_id = EXCLUDED.satellite_id,
@@ -43,7 +69,20 @@ ON CONFLICT (requirement_id, target_id) DO UPDATE SET
     missing_in_sweep = NULL
 WHERE p.watermark IS NULL OR (EXCLUDED.watermark IS NOT NULL AND p.watermark <= EXCLUDED.watermark)
 RETURNING requirement_id, target_id
-""")
+"""),
+    StoredKey,
+    example=lambda: (
+        _scope_example()
+        | {
+            "started_at": timezone.now(),
+            "orphans": [],
+            "version": 1,
+            "reconciled_at": timezone.now(),
+            "created_at": timezone.now(),
+            "rows": "[]",
+        }
+    ),
+)
 
 
 def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
@@ -72,26 +111,27 @@ def page_write(
         return set()
     now = timezone.now()
     site, satellite, rc = scope.row_scope
-    columns: list[Any] = [
-        started_at,
-        orphans,
-        site,
-        satellite,
-        rc,
-        scope.policy.version,
-        now,
-        now,
-        recordset(_row(target, derived) for target, derived in rows),
-    ]
+    params = {
+        "started_at": started_at,
+        "orphans": orphans,
+        "site": site,
+        "satellite": satellite,
+        "rc": rc,
+        "version": scope.policy.version,
+        "reconciled_at": now,
+        "created_at": now,
+        "rows": recordset(_row(target, derived) for target, derived in rows),
+    }
     with connection.cursor() as cursor:
-        cursor.execute(_UPSERT, columns)
-        return {(r[0], r[1]) for r in cursor.fetchall()}
+        return {(stored.requirement_id, stored.target_id) for stored in UPSERT.rows(cursor, params)}
 
 
 #: The distinct requirements of the scope's rows: a loose index scan (one probe per requirement
 #: through the scope-key index), so finding retired requirements' rows never scans the scope.
-_DELETE_RETIRED = sql(
-    """
+DELETE_RETIRED = Statement(
+    "burnin.reconcile.delete_retired",
+    sql(
+        """
 WITH RECURSIVE requirements(id) AS (
     (SELECT p.requirement_id FROM {progress} p
      WHERE p.site_id = %(site)s AND p.satellite_id = %(satellite)s AND p.resource_class = %(rc)s
@@ -107,7 +147,10 @@ DELETE FROM {progress} p
 WHERE {in_scope} AND p.requirement_id IN (
     SELECT id FROM requirements WHERE id IS NOT NULL AND id <> ALL(%(current)s::uuid[]))
 """,
-    in_scope=IN_SCOPE,
+        in_scope=IN_SCOPE,
+    ),
+    NoRow,
+    example=lambda: _scope_example() | {"current": [uuid4()]},
 )
 
 _TARGET_STILL_IN_SCOPE = sql(
@@ -125,10 +168,22 @@ _WRONG_KIND = sql("""(p.device_id IS NOT NULL AND r.scope <> %(single_node)s)
     OR (p.topology_id IS NOT NULL AND (r.scope <> %(multi_node)s OR r.unit IS DISTINCT FROM
         (SELECT t.unit FROM {topology} t WHERE t.id = p.topology_id)))""")
 
+
+class GuardedCleanup(NamedTuple):
+    """What the guarded delete found: rows that lost their target, whether the guard lets them go,
+    and the rows it deleted (those, and rows not of their requirement's kind)."""
+
+    vanished: int
+    allowed: bool
+    removed: int
+
+
 #: The rows this sweep marked missing (through the partial index: what it marked, never the
 #: scope), re-checked now: a target back in scope since its page keeps its row.
-_DELETE_MISSING_GUARDED = sql(
-    """
+DELETE_MISSING_GUARDED = Statement(
+    "burnin.reconcile.delete_missing_guarded",
+    sql(
+        """
 WITH marked AS (
     SELECT p.id, ({wrong_kind}) AS wrong_kind, NOT ({still_in_scope}) AS vanished
     FROM {progress} p JOIN {requirement} r ON r.id = p.requirement_id
@@ -144,10 +199,13 @@ WITH marked AS (
         SELECT id FROM marked WHERE wrong_kind OR (vanished AND (SELECT allowed FROM verdict)))
     RETURNING 1
 )
-SELECT vanished, allowed, (SELECT count(*) FROM deleted) FROM verdict
+SELECT vanished, allowed, (SELECT count(*) FROM deleted) AS removed FROM verdict
 """,
-    wrong_kind=_WRONG_KIND,
-    still_in_scope=_TARGET_STILL_IN_SCOPE,
+        wrong_kind=_WRONG_KIND,
+        still_in_scope=_TARGET_STILL_IN_SCOPE,
+    ),
+    GuardedCleanup,
+    example=lambda: _scope_example() | {"started_at": timezone.now(), "absolute": 10, "ratio": 0.05, "rows": 0},
 )
 
 
@@ -165,21 +223,20 @@ def cleanup(scope: ReconcileScope, *, started_at: datetime, rows_in_scope: int) 
         "rows": rows_in_scope,
     }
     with connection.cursor() as cursor:
-        cursor.execute(_DELETE_RETIRED, params)
-        retired = cursor.rowcount
-        cursor.execute(_DELETE_MISSING_GUARDED, params)
-        vanished, allowed, removed = cursor.fetchone()
-    if not allowed:
+        retired = DELETE_RETIRED.run(cursor, params)
+        guarded = DELETE_MISSING_GUARDED.one(cursor, params)
+    assert guarded is not None  # an aggregate over `marked`: always one row
+    if not guarded.allowed:
         logger.warning(
             "reconcile guard tripped for %s: %d of %d rows lost their target; none of them deleted "
             "(limit max(%d, %.0f%% of rows)). Check the inventory feed before a later sweep removes them.",
             scope.describe(),
-            vanished,
+            guarded.vanished,
             rows_in_scope,
             params["absolute"],
             params["ratio"] * 100,
         )
-    return retired + removed, not allowed
+    return retired + guarded.removed, not guarded.allowed
 
 
 @dataclass(frozen=True)
@@ -195,7 +252,9 @@ class SweepRecord:
     guard_tripped: bool
 
 
-_RECORD = sql("""
+RECORD_SWEEP = Statement(
+    "burnin.reconcile.record_sweep",
+    sql("""
 INSERT INTO {sweep} AS s
     (site_id, satellite_id, resource_class, gate, policy_version, started_at, completed_at, target_count,
      written, unchanged, deferred, deleted, guard_tripped)
@@ -207,7 +266,26 @@ ON CONFLICT (site_id, satellite_id, resource_class, gate) DO UPDATE SET
     unchanged = EXCLUDED.unchanged, deferred = EXCLUDED.deferred, deleted = EXCLUDED.deleted,
     guard_tripped = EXCLUDED.guard_tripped
 WHERE s.started_at <= EXCLUDED.started_at
-""")
+"""),
+    NoRow,
+    # The example inserts a row for a scope that does not exist: Django's foreign keys are checked
+    # at commit, and the statement test rolls back first.
+    example=lambda: {
+        "site": uuid4(),
+        "satellite": uuid4(),
+        "rc": "example",
+        "gate": None,
+        "version": 1,
+        "started_at": timezone.now(),
+        "completed_at": timezone.now(),
+        "target_count": 0,
+        "written": 0,
+        "unchanged": 0,
+        "deferred": 0,
+        "deleted": 0,
+        "guard_tripped": False,
+    },
+)
 
 
 def sweep_record(scope: ReconcileScope, record: SweepRecord) -> None:
@@ -215,8 +293,8 @@ def sweep_record(scope: ReconcileScope, record: SweepRecord) -> None:
     record of one that started later."""
     site, satellite, rc = scope.row_scope
     with connection.cursor() as cursor:
-        cursor.execute(
-            _RECORD,
+        RECORD_SWEEP.run(
+            cursor,
             {
                 "site": site,
                 "satellite": satellite,

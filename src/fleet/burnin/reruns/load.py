@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from uuid import UUID
+from datetime import datetime
+from typing import NamedTuple
+from uuid import UUID, uuid4
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -16,6 +18,7 @@ from fleet.burnin.tables import sql
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.replica import read_connection
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset
+from fleet.core.statements import Statement
 from fleet.inventory.models import Device, Satellite, Site, TopologyMembership
 from fleet.jobs.models import Job, JobDevice
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement
@@ -64,10 +67,24 @@ def lock_involved_devices(selected: list[UUID]) -> set[UUID]:
     return set(lock_keys_in_pk_order(Device.objects.filter(involved)))
 
 
+class DeviceRow(NamedTuple):
+    id: UUID
+    hostname: str
+    site_id: UUID
+    satellite_id: UUID
+    resource_class: str
+    state: str
+    enrolled_at: datetime | None
+    units: list[str] | None  # the device's memberships: units and topologies, pairwise
+    topologies: list[UUID] | None
+
+
 # Tuples, and the ids as one text value (`fleet.core.rows.id_text`): at 10,000 selected devices
 # (65,000 with their cohorts) the ORM's `id__in` lists and instances were most of a dispatch.
-_DEVICES = sql(
-    """
+DEVICES = Statement(
+    "burnin.reruns.devices",
+    sql(
+        """
 SELECT d.id, d.hostname, d.site_id, d.satellite_id, d.resource_class, d.state, d.enrolled_at, m.units, m.topologies
 FROM unnest({selected}) AS wanted(id)
 JOIN {device} d ON d.id = wanted.id
@@ -76,30 +93,72 @@ LEFT JOIN LATERAL (
     WHERE m.device_id = d.id
 ) m ON true
 """,
-    selected=ids_sql("%s"),
+        selected=ids_sql("%(selected)s"),
+    ),
+    DeviceRow,
+    example=lambda: {"selected": id_text([uuid4(), uuid4()])},
 )
+
+
+class CohortRow(NamedTuple):
+    unit: str
+    topology_id: UUID
+    resource_class: str
+    members: list[UUID]  # enrolled devices of the class, by id
+
 
 #: `fleet_rules.planning.cohort_index` for the selected devices' topologies, in the database: the
 #: members come as one id array per cohort, not as 65,000 devices' facts (at 10,000 selected).
-_COHORTS = sql(
-    """
-SELECT m.unit, m.topology_id, d.resource_class, array_agg(d.id ORDER BY d.id)
+COHORTS = Statement(
+    "burnin.reruns.cohorts",
+    sql(
+        """
+SELECT m.unit, m.topology_id, d.resource_class, array_agg(d.id ORDER BY d.id) AS members
 FROM (SELECT DISTINCT s.topology_id FROM {membership} s WHERE s.device_id = ANY({selected})) c
 JOIN {membership} m ON m.topology_id = c.topology_id
 JOIN {device} d ON d.id = m.device_id
 WHERE {enrolled}
 GROUP BY m.unit, m.topology_id, d.resource_class
 """,
-    enrolled=enrolled_sql("d"),
-    selected=ids_sql("%s"),
+        enrolled=enrolled_sql("d"),
+        selected=ids_sql("%(selected)s"),
+    ),
+    CohortRow,
+    example=lambda: {"selected": id_text([uuid4(), uuid4()])},
 )
 
-_TOPOLOGIES = sql(
-    """
+
+class TopologyRow(NamedTuple):
+    id: UUID
+    unit: str
+    label: str
+    satellite_id: UUID
+
+
+TOPOLOGIES = Statement(
+    "burnin.reruns.topologies",
+    sql(
+        """
 SELECT t.id, t.unit, t.label, t.satellite_id FROM {topology} t WHERE t.id = ANY({wanted})
 """,
-    wanted=ids_sql("%s"),
+        wanted=ids_sql("%(ids)s"),
+    ),
+    TopologyRow,
+    example=lambda: {"ids": id_text([uuid4(), uuid4()])},
 )
+
+
+class TargetProgressRow(NamedTuple):
+    """A projection row of one (requirement, target) of a group, named by positions: the group's
+    (from 0), the requirement's and the target's in the group's lists (ordinality, from 1)."""
+
+    group_n: int
+    requirement_n: int
+    target_n: int
+    verdict: str
+    policy_version: int
+    decides_latest: bool
+
 
 #: Each target's projection row, and whether it decided the target's latest execution, for groups
 #: of requirements × targets (one JSON document: `requirements` and `targets` as id text, `device`
@@ -107,10 +166,13 @@ SELECT t.id, t.unit, t.label, t.satellite_id FROM {topology} t WHERE t.id = ANY(
 #: by positions (group, requirement, target), small integers, and the executions by that one
 #: boolean, not by uuids: at 10,000 devices decoding the 136,000 target uuids cost about 0.4 s, and
 #: the 120,000 execution uuids (each row's and its target's latest) 0.27 s (profiled).
-_TARGETS = sql(
-    """
-SELECT g.n, q.n, target.n, p.verdict, p.policy_version, p.execution_id IS NOT DISTINCT FROM x.id
-FROM jsonb_to_recordset(%s::jsonb) AS g(n integer, requirements text, targets text, device boolean)
+TARGETS = Statement(
+    "burnin.reruns.targets",
+    sql(
+        """
+SELECT g.n AS group_n, q.n AS requirement_n, target.n AS target_n, p.verdict, p.policy_version,
+       p.execution_id IS NOT DISTINCT FROM x.id AS decides_latest
+FROM jsonb_to_recordset(%(groups)s::jsonb) AS g(n integer, requirements text, targets text, device boolean)
 CROSS JOIN LATERAL unnest({requirements}) WITH ORDINALITY AS q(id, n)
 CROSS JOIN LATERAL unnest({targets}) WITH ORDINALITY AS target(id, n)
 CROSS JOIN LATERAL (
@@ -123,34 +185,50 @@ CROSS JOIN LATERAL (
 ) p
 LEFT JOIN LATERAL {latest} x ON true
 """,
-    latest=latest_execution_sql("t", "e.id"),
-    requirements=ids_sql("g.requirements"),
-    targets=ids_sql("g.targets"),
+        latest=latest_execution_sql("t", "e.id"),
+        requirements=ids_sql("g.requirements"),
+        targets=ids_sql("g.targets"),
+    ),
+    TargetProgressRow,
+    example=lambda: {
+        "groups": recordset(
+            {"n": n, "requirements": id_text([uuid4()]), "targets": id_text([uuid4(), uuid4()]), "device": device}
+            for n, device in enumerate((True, False))
+        )
+    },
 )
 
 
 def _devices(selected: list[UUID]) -> dict[UUID, DeviceFacts]:
     with bulk_read_cursor(read_connection()) as cursor:
-        cursor.execute(_DEVICES, [id_text(selected)])
-        devices = {}
-        for device_id, hostname, site_id, satellite_id, resource_class, state, enrolled, units, topologies in cursor:
-            memberships = dict(zip(units or (), topologies or (), strict=True))
-            devices[device_id] = DeviceFacts(
-                device_id, hostname, site_id, satellite_id, resource_class, state, enrolled, memberships
-            )
-        return devices
+        rows = DEVICES.rows(cursor, {"selected": id_text(selected)})
+    devices = {}
+    for row in rows:
+        devices[row.id] = DeviceFacts(
+            id=row.id,
+            hostname=row.hostname,
+            site_id=row.site_id,
+            satellite_id=row.satellite_id,
+            resource_class=row.resource_class,
+            state=row.state,
+            enrolled_at=row.enrolled_at,
+            topologies=dict(zip(row.units or (), row.topologies or (), strict=True)),
+        )
+    return devices
 
 
 def _cohorts(selected: list[UUID]) -> dict[CohortKey, tuple[UUID, ...]]:
     with read_connection().cursor() as cursor:
-        cursor.execute(_COHORTS, [id_text(selected)])
-        return {(unit, topology, resource_class): tuple(members) for unit, topology, resource_class, members in cursor}
+        rows = COHORTS.rows(cursor, {"selected": id_text(selected)})
+    return {(row.unit, row.topology_id, row.resource_class): tuple(row.members) for row in rows}
 
 
 def _topologies(topology_ids: set[UUID]) -> dict[UUID, TopologyFacts]:
     with read_connection().cursor() as cursor:
-        cursor.execute(_TOPOLOGIES, [id_text(topology_ids)])
-        return {row[0]: TopologyFacts(*row) for row in cursor.fetchall()}
+        rows = TOPOLOGIES.rows(cursor, {"ids": id_text(topology_ids)})
+    return {
+        row.id: TopologyFacts(id=row.id, unit=row.unit, label=row.label, satellite_id=row.satellite_id) for row in rows
+    }
 
 
 def _targets(groups: list[tuple[list[UUID], list[UUID], bool]]) -> dict[tuple[UUID, UUID], ProgressFacts]:
@@ -161,13 +239,13 @@ def _targets(groups: list[tuple[list[UUID], list[UUID], bool]]) -> dict[tuple[UU
         for n, (requirements, targets, device) in enumerate(groups)
     )
     with read_connection().cursor() as cursor:
-        cursor.execute(_TARGETS, [document])
-        for group, requirement, target, verdict, version, decides_latest in cursor.fetchall():
-            requirements, targets, _ = groups[group]
-            # ordinality counts from 1
-            progress[(requirements[requirement - 1], targets[target - 1])] = ProgressFacts(
-                verdict, version, decides_latest
-            )
+        rows = TARGETS.rows(cursor, {"groups": document})
+    for row in rows:
+        requirements, targets, _ = groups[row.group_n]
+        # ordinality counts from 1
+        progress[(requirements[row.requirement_n - 1], targets[row.target_n - 1])] = ProgressFacts(
+            verdict=row.verdict, policy_version=row.policy_version, decides_latest=row.decides_latest
+        )
     return progress
 
 
