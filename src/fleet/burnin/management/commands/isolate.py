@@ -62,18 +62,19 @@ class Command(BaseCommand):
         self.follow(console, site, plan, poll=options["poll"], timeout=options["timeout"])
 
     def failed_requirement(self, topology: Topology) -> str:
-        rows = list(
+        names = list(
             PolicyProgress.objects.filter(
                 topology=topology,
                 requirement__scope=RequirementScope.MULTI_NODE,
                 verdict__in=isolation.FAILED_VERDICTS,
             ).values_list("requirement__name", flat=True)
         )
-        if len(rows) != 1:
+        if len(names) != 1:
             raise CommandError(
-                f"{topology.label} has {len(rows)} failed multi-node requirements: name one with --requirement"
+                f"{topology.label} has {len(names)} failed multi-node requirements: name one with --requirement"
             )
-        return rows[0]
+        (name,) = names
+        return name
 
     def render_preview(self, console: Console, data: dict[str, Any]) -> None:
         cohort = ", ".join(d["hostname"] for d in data["cohort"])
