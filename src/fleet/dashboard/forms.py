@@ -8,7 +8,7 @@ from typing import Any
 
 from django import forms
 
-from fleet.burnin.reads import FAILURE_ORDERS, NOT_PASSING
+from fleet.burnin.reads.failures import FAILURE_ORDERS, NOT_PASSING
 from fleet_rules.vocabulary import PlanningMode, Verdict
 
 

@@ -1,5 +1,7 @@
-"""The dashboard's pages: each reads through the domain's selectors into dataclasses and renders a
-template; the actions call the same services as the API (rerun preview and dispatch, job cancel).
+"""The dashboard's pages: each parses its input, calls its page's selector (`fleet.burnin.reads`),
+which returns everything the template shows as one dataclass, and renders it; the actions call the
+same services as the API (rerun preview and dispatch, job cancel). What a selector does not find
+(`NotFoundError`) is the 404 page (`access.Page`).
 An htmx request for a page's live part (`?fragment=…`) gets only that part, rendered by the same
 view, so a page works without JavaScript and refreshes with it."""
 
@@ -7,20 +9,27 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Iterator
+from dataclasses import fields
 from datetime import datetime
 from typing import Any
 from uuid import UUID
 
 from django.core.exceptions import ValidationError
-from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import redirect, render
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.views import View
 
-from fleet.burnin import reads
-from fleet.burnin.certificates.reads import device_certificates_summary, site_certification
-from fleet.burnin.diagnosis import attempts, isolation, outliers
+from fleet.burnin.reads.certificate import certificate_page
+from fleet.burnin.reads.device import device_page
+from fleet.burnin.reads.execution import execution_page
+from fleet.burnin.reads.failures import FAILURE_ORDERS, FailureFilters, failures_export, failures_page
+from fleet.burnin.reads.grid import GridFilters, grid_page
+from fleet.burnin.reads.job import job_detail_page
+from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
+from fleet.burnin.reads.overview import overview_page
+from fleet.burnin.reads.site import site_page
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
@@ -30,18 +39,18 @@ from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.whatif import policy_what_if
 from fleet.inventory.identity import actor_label
 from fleet.inventory.models import Device, Site
-from fleet.inventory.selectors import sites_inventory
-from fleet.jobs.selectors import active_job_counts, job_get, job_page
+from fleet.inventory.selectors import site_by_slug
+from fleet.jobs.selectors import job_page
 from fleet.jobs.services import job_cancel
 from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
 
 GRID_PAGE = 100
 FAILURES_PAGE = 100
-SUSPECTS_SHOWN = 20
 
 
-def _site(slug: str) -> Site:
-    return get_object_or_404(Site, slug=slug)
+def _context(read: Any) -> dict[str, Any]:
+    """A page's read model as template context: each field by its name (not copied)."""
+    return {f.name: getattr(read, f.name) for f in fields(read)}
 
 
 def _page(request: HttpRequest, template: str, context: dict[str, Any], fragments: dict[str, str]) -> HttpResponse:
@@ -58,26 +67,10 @@ class Overview(access.Page, View):
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        inventory = sites_inventory()
-        site_ids = [s.site.id for s in inventory]
-        accepted = reads.acceptance(site_ids)
-        verdicts = reads.verdict_counts(site_ids)
-        active = active_job_counts(site_ids)
-        sites = [
-            {
-                "inventory": s,
-                "acceptance": sum(
-                    (a for (site_id, _), a in accepted.items() if site_id == s.site.id), reads.Acceptance()
-                ),
-                "verdicts": verdicts.get(s.site.id, {}),
-                "active_jobs": active.get(s.site.id, 0),
-            }
-            for s in inventory
-        ]
         return _page(
             request,
             "dashboard/overview.html",
-            {"sites": sites},
+            _context(overview_page()),
             {"sites": "dashboard/partials/overview_sites.html"},
         )
 
@@ -87,17 +80,11 @@ class SitePage(access.Page, View):
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        site = _site(slug)
-        certification = site_certification(site) if request.user.has_perm(access.VIEW_CERTIFICATES) else None
+        read = site_page(slug, with_certification=request.user.has_perm(access.VIEW_CERTIFICATES))
         return _page(
             request,
             "dashboard/site.html",
-            {
-                "site": site,
-                "classes": reads.site_progress(site),
-                "flaky": attempts.flaky_rates(site),
-                "certification": certification,
-            },
+            _context(read),
             {"progress": "dashboard/partials/site_progress.html"},
         )
 
@@ -107,54 +94,30 @@ class GridPage(access.Page, View):
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        site = _site(slug)
         form = GridFilterForm(request.GET)
         form.is_valid()
         query = form.cleaned_data
-        classes = reads.site_resource_classes(site)
-        resource_class = query.get("resource_class") or (classes[0] if classes else "")
-        filters = reads.GridFilters(
-            resource_class=resource_class,
+        filters = GridFilters(
+            resource_class=query.get("resource_class") or "",  # "": the site's first
             topology=query.get("topology") or None,
             verdict=query.get("verdict") or None,
             satellite=query.get("satellite") or None,
         )
-        grid = reads.site_grid(site, filters, after=query.get("after") or None, limit=GRID_PAGE)
+        read = grid_page(slug, filters, after=query.get("after") or None, limit=GRID_PAGE)
         return _page(
             request,
             "dashboard/grid.html",
-            {
-                "site": site,
-                "form": form,
-                "classes": classes,
-                "filters": filters,
-                "grid": grid,
-                "outlier_marks": _outlier_marks(site, resource_class),
-                "query": request.GET,
-                "every_failing": ALL_FAILED,
-            },
+            _context(read) | {"form": form, "query": request.GET, "every_failing": ALL_FAILED},
             {"grid": "dashboard/partials/grid_table.html"},
         )
 
 
-def _outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, float]]:
-    """hostname → requirement → the farthest robust z where the device is an outlier (3 queries)."""
-    marks: dict[str, dict[str, float]] = {}
-    for group in outliers.site_outlier_groups(site=site, resource_class=resource_class or None):
-        for o in group.verdict.outliers:
-            by_requirement = marks.setdefault(o.hostname, {})
-            current = by_requirement.get(group.key.requirement)
-            if current is None or abs(o.robust_z) > abs(current):
-                by_requirement[group.key.requirement] = o.robust_z
-    return marks
-
-
-def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, reads.FailureFilters, str, int]:
+def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, FailureFilters, str, int]:
     """The failures list's filters, order and page, from the query string (the page and its CSV)."""
     form = FailureFilterForm(request.GET)
     form.is_valid()
     query = form.cleaned_data
-    filters = reads.FailureFilters(
+    filters = FailureFilters(
         resource_class=query.get("resource_class") or None,
         requirement=query.get("requirement") or None,
         verdict=query.get("verdict") or None,
@@ -168,29 +131,17 @@ class FailuresPage(access.Page, View):
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        site = _site(slug)
         form, filters, order, page = _failure_query(request)
-        rows, more = reads.site_failures(site, filters, order=order, page=page, limit=FAILURES_PAGE)
+        read = failures_page(slug, filters, order=order, page=page, limit=FAILURES_PAGE)
         return render(
             request,
             "dashboard/failures.html",
-            {
-                "site": site,
-                "passed_after": _passed_after(site, filters),
-                "diagnoses": isolation.site_diagnoses(site=site, limit=50),
-                "suspects": outliers.site_outliers_page(
-                    site=site,
-                    resource_class=filters.resource_class,
-                    requirement=filters.requirement,
-                    limit=SUSPECTS_SHOWN,
-                    cursor=None,
-                ),
+            _context(read)
+            | {
                 "form": form,
-                "rows": rows,
                 "order": order,
                 "page": page,
-                "more": more,
-                "orders": list(reads.FAILURE_ORDERS),
+                "orders": list(FAILURE_ORDERS),
                 "query": request.GET,
             },
         )
@@ -210,20 +161,6 @@ FAILURES_CSV_COLUMNS = [
 ]
 
 
-def _passed_after(site: Site, filters: reads.FailureFilters) -> list[attempts.PassedAfter]:
-    """Passes that followed failures or errors under the current version (not when the list is
-    filtered to one failing verdict)."""
-    if filters.verdict:
-        return []
-    rows = attempts.passes_after_failures(site)
-    return [
-        r
-        for r in rows
-        if (not filters.resource_class or r.resource_class == filters.resource_class)
-        and (not filters.requirement or r.requirement == filters.requirement)
-    ]
-
-
 class FailuresCsv(access.Page, View):
     """The failures list as CSV: the same rows and order, streamed a bounded chunk at a time."""
 
@@ -232,15 +169,15 @@ class FailuresCsv(access.Page, View):
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> StreamingHttpResponse:
-        site = _site(slug)
         _, filters, order, _ = _failure_query(request)
+        export = failures_export(slug, filters, order=order)
 
         def lines() -> Iterator[str]:
             out = _Line()
             writer = csv.writer(out)
             writer.writerow(FAILURES_CSV_COLUMNS)
             yield out.take()
-            for row in reads.iter_site_failures(site, filters, order=order):
+            for row in export.rows():
                 writer.writerow(
                     [
                         row.target,
@@ -256,7 +193,7 @@ class FailuresCsv(access.Page, View):
                     ]
                 )
                 yield out.take()
-            for passed in _passed_after(site, filters):
+            for passed in export.passed_after():
                 writer.writerow(
                     [
                         passed.target,
@@ -274,7 +211,7 @@ class FailuresCsv(access.Page, View):
                 yield out.take()
 
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
-        response["Content-Disposition"] = f'attachment; filename="{site.slug}-failures.csv"'
+        response["Content-Disposition"] = f'attachment; filename="{export.site.slug}-failures.csv"'
         return response
 
 
@@ -296,26 +233,8 @@ class DevicePage(access.Page, View):
     permission_required = (access.VIEW_DEVICES, access.VIEW_EXECUTIONS)
 
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
-        site = _site(slug)
-        detail = reads.device_detail(site, hostname)
-        certificates = (
-            device_certificates_summary(detail.device.id) if request.user.has_perm(access.VIEW_CERTIFICATES) else None
-        )
-        return render(
-            request,
-            "dashboard/device.html",
-            {
-                "site": site,
-                "detail": detail,
-                "certificates": certificates,
-                "attempts": attempts.device_page_attempts(detail),
-                "diagnoses": isolation.site_diagnoses(site=site, device_id=detail.device.id),
-                "outliers": outliers.device_outliers(
-                    outliers.site_outlier_groups(site=site, resource_class=detail.device.resource_class),
-                    detail.device.id,
-                ),
-            },
-        )
+        read = device_page(slug, hostname, with_certificates=request.user.has_perm(access.VIEW_CERTIFICATES))
+        return render(request, "dashboard/device.html", _context(read))
 
 
 class CertificatePrint(access.Page, View):
@@ -325,26 +244,15 @@ class CertificatePrint(access.Page, View):
     permission_required = (access.VIEW_DEVICES, access.VIEW_CERTIFICATES)
 
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
-        site = _site(slug)
-        device = get_object_or_404(Device, site=site, hostname=hostname)
-        summary = device_certificates_summary(device.id)
-        serial = request.GET.get("serial")
-        certificate = next((c for c in summary.history if str(c.serial) == serial), None) if serial else summary.valid
-        if certificate is None:
-            raise Http404(f"No {'such' if serial else 'valid'} certificate of {hostname}.")
-        return render(
-            request,
-            "dashboard/certificate.html",
-            {"site": site, "device": device, "certificate": certificate, "valid": certificate == summary.valid},
-        )
+        read = certificate_page(slug, hostname, serial=request.GET.get("serial"))
+        return render(request, "dashboard/certificate.html", _context(read))
 
 
 class ExecutionPage(access.Page, View):
     permission_required = access.VIEW_EXECUTIONS
 
     def get(self, request: HttpRequest, execution_id: UUID) -> HttpResponse:
-        evidence = reads.execution_evidence(execution_id)
-        return render(request, "dashboard/execution.html", {"evidence": evidence, "site": evidence.execution.site})
+        return render(request, "dashboard/execution.html", _context(execution_page(execution_id)))
 
 
 class MetricsPage(access.Page, View):
@@ -352,34 +260,32 @@ class MetricsPage(access.Page, View):
     permission_required = (access.VIEW_PROGRESS, access.VIEW_EXECUTIONS)
 
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:
-        site = _site(slug)
-        pictures = reads.metric_pictures(site, requirement)
-        # Outliers among siblings, per (resource class, metric, statistic): hostname → robust z.
-        marked: dict[tuple[str, str, str | None], dict[str, float]] = {}
-        for group in outliers.site_outlier_groups(site=site, requirement=requirement):
-            key = (group.key.resource_class, group.key.metric, group.key.statistic)
-            marked[key] = {o.hostname: o.robust_z for o in group.verdict.outliers}
-        drawn = []
-        for picture in pictures:
-            threshold = picture.rule.threshold
-            numeric = threshold if isinstance(threshold, int | float) and not isinstance(threshold, bool) else None
-            strip = charts.strip([p.value for p in picture.points], float(numeric) if numeric is not None else None)
-            far = marked.get((picture.resource_class, picture.rule.metric, picture.rule.statistic), {})
-            drawn.append(
-                {
-                    "picture": picture,
-                    "strip": strip,
-                    "placed": [
-                        (point, at, far.get(point.target))
-                        for point, at in zip(picture.points, strip.points, strict=True)
-                    ],
-                }
-            )
+        read = metrics_page(slug, requirement)
         return render(
             request,
             "dashboard/metrics.html",
-            {"site": site, "requirement": requirement, "drawn": drawn, "chart": charts},
+            {"site": read.site, "requirement": read.requirement, "drawn": _drawn(read), "chart": charts},
         )
+
+
+def _drawn(read: MetricsPageRead) -> list[dict[str, Any]]:
+    """Each picture on its strip (`charts`), its points placed, outliers with their robust z."""
+    drawn = []
+    for picture in read.pictures:
+        threshold = picture.rule.threshold
+        numeric = threshold if isinstance(threshold, int | float) and not isinstance(threshold, bool) else None
+        strip = charts.strip([p.value for p in picture.points], float(numeric) if numeric is not None else None)
+        far = read.outliers.get((picture.resource_class, picture.rule.metric, picture.rule.statistic), {})
+        drawn.append(
+            {
+                "picture": picture,
+                "strip": strip,
+                "placed": [
+                    (point, at, far.get(point.target)) for point, at in zip(picture.points, strip.points, strict=True)
+                ],
+            }
+        )
+    return drawn
 
 
 # --- jobs ----------------------------------------------------------------------------------------------
@@ -413,11 +319,10 @@ class JobPage(access.Page, View):
     permission_required = (access.VIEW_JOBS, access.VIEW_EXECUTIONS)
 
     def get(self, request: HttpRequest, job_id: UUID) -> HttpResponse:
-        job = job_get(job_id)
         return _page(
             request,
             "dashboard/job.html",
-            {"job": job, "executions": reads.executions_of_job(job.id), "site": job.site},
+            _context(job_detail_page(job_id)),
             {"job": "dashboard/partials/job_detail.html"},
         )
 
@@ -492,7 +397,7 @@ class RerunPreview(access.Page, View):
     template = "dashboard/rerun_preview.html"
 
     def post(self, request: HttpRequest, slug: str) -> HttpResponse:
-        site = _site(slug)
+        site = site_by_slug(slug)
         form = RerunForm(request.POST)
         if not form.is_valid():
             return render(request, self.template, {"site": site, "form": form}, status=400)

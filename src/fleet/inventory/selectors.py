@@ -10,9 +10,18 @@ from uuid import UUID
 from django.core.exceptions import ValidationError
 from django.db.models import Count
 
+from fleet.core.exceptions import NotFoundError
 from fleet.inventory.identity import Actor, ensure_acts_as_satellite
 from fleet.inventory.models import Device, Satellite, Site
 from fleet_rules.vocabulary import DeviceState
+
+
+def site_by_slug(slug: str) -> Site:
+    """The site a page's path names (`NotFoundError` when there is none)."""
+    try:
+        return Site.objects.get(slug=slug)
+    except Site.DoesNotExist:
+        raise NotFoundError(f"No site {slug!r}.") from None
 
 
 def satellite_of_site(*, site_slug: str, satellite_name: str) -> Satellite:

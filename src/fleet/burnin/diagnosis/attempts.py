@@ -21,7 +21,6 @@ from uuid import UUID, uuid4
 from django.db import connection
 
 from fleet.burnin.models import TestExecution
-from fleet.burnin.reads import DeviceDetail
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
 from fleet.core.statements import Statement
@@ -222,15 +221,15 @@ def flaky_rates(site: Site) -> dict[str, dict[str, FlakyRate]]:
     return dict(rates)
 
 
-def device_page_attempts(detail: DeviceDetail) -> dict[str, AttemptSummary]:
+def device_page_attempts(device: Device, topologies: Sequence[Topology]) -> dict[str, AttemptSummary]:
     """requirement name → the attempt summary of its target for one device (the device itself,
     or its topology of the requirement's unit): two queries."""
-    by_unit = {t.unit: t.id for t in detail.topologies}
+    by_unit = {t.unit: t.id for t in topologies}
     targets: dict[tuple[UUID, UUID], str] = {}
-    for r in Requirement.objects.filter(
-        policy__resource_class=detail.device.resource_class, retired_at__isnull=True
-    ).only("id", "name", "scope", "unit"):
-        target = by_unit.get(r.unit) if r.scope == RequirementScope.MULTI_NODE and r.unit else detail.device.id
+    for r in Requirement.objects.filter(policy__resource_class=device.resource_class, retired_at__isnull=True).only(
+        "id", "name", "scope", "unit"
+    ):
+        target = by_unit.get(r.unit) if r.scope == RequirementScope.MULTI_NODE and r.unit else device.id
         if target is not None:
             targets[(r.id, target)] = r.name
     return {targets[key]: summary for key, summary in attempt_summaries(list(targets)).items()}

@@ -11,7 +11,7 @@ from django.db.models import Q
 from rich.console import Console
 from rich.table import Table
 
-from fleet.burnin.reads import FailureFilters, iter_site_failures
+from fleet.burnin.reads.failures import FailureFilters, iter_site_failures
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.console import command_console

@@ -24,8 +24,8 @@ from django.db import connections
 from rich.console import Console
 from rich.table import Table
 
-from fleet.burnin import reads
 from fleet.burnin.models import PolicyProgress
+from fleet.burnin.reads import failures as reads
 from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.core import embedded
 from fleet.core.console import command_console

@@ -1,0 +1,164 @@
+"""One device (`/sites/<slug>/devices/<hostname>/`): identity, acceptance, each requirement's
+verdict with its attempts, every attempt, the jobs that held it, its certificates, diagnoses and
+where it is an outlier."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from django.db.models import Q
+
+from fleet.burnin.certificates.reads import DeviceCertificates, device_certificates_summary
+from fleet.burnin.diagnosis.attempts import device_page_attempts
+from fleet.burnin.diagnosis.isolation import site_diagnoses
+from fleet.burnin.diagnosis.outliers import Group, device_outliers, site_outlier_groups
+from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
+from fleet.burnin.reads.acceptance import Acceptance, acceptance
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.models import Device, Site, Topology
+from fleet.inventory.selectors import site_by_slug
+from fleet.jobs.models import Job, JobDevice
+from fleet.policies.models import AcceptancePolicy, Requirement
+from fleet_rules.attempts import AttemptSummary
+from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
+
+HISTORY_LIMIT = 200
+
+
+@dataclass(frozen=True)
+class RequirementVerdict:
+    name: str
+    gate: str
+    target: str  # the device's hostname, or its rack's label for a multi-node requirement
+    verdict: str
+    execution_id: UUID | None
+    policy_version: int | None
+
+
+@dataclass(frozen=True)
+class Attempt:
+    execution_id: UUID
+    requirement: str
+    target: str
+    status: str
+    verdict: str | None  # passed/failed/errored once evaluated
+    started_at: datetime | None
+    finished_at: datetime | None
+    job_id: UUID | None
+
+
+@dataclass(frozen=True)
+class DeviceJob:
+    job_id: UUID
+    workflow_name: str
+    status: str
+    created_at: datetime
+    requirements: list[str]
+
+
+@dataclass(frozen=True)
+class DeviceDetail:
+    device: Device
+    topologies: list[Topology]
+    policy_version: int | None
+    accepted: bool
+    requirements: list[RequirementVerdict]
+    attempts: list[Attempt]
+    jobs: list[DeviceJob]
+
+
+def device_detail(site: Site, hostname: str) -> DeviceDetail:
+    """Everything about one device: identity, each requirement's verdict and deciding execution,
+    every attempt (the newest 200), and the jobs that held it (the newest 50); eight queries."""
+    device = Device.objects.select_related("site", "satellite").filter(site=site, hostname=hostname).first()
+    if device is None:
+        raise NotFoundError(f"No device {hostname!r} at site {site.slug}.")
+    topologies = list(Topology.objects.filter(memberships__device=device).order_by("unit"))
+    by_unit = {t.unit: t for t in topologies}
+    policy = AcceptancePolicy.objects.filter(resource_class=device.resource_class).first()
+    requirements = list(
+        Requirement.objects.filter(policy=policy, retired_at__isnull=True).order_by("gate", "name") if policy else []
+    )
+    targets = [device.id, *(t.id for t in topologies)]
+    rows = {
+        (p.requirement_id, p.target_id): p
+        for p in PolicyProgress.objects.filter(requirement__in=requirements, target_id__in=targets)
+    }
+    verdicts = []
+    for r in requirements:
+        target = by_unit.get(r.unit) if r.scope == RequirementScope.MULTI_NODE and r.unit else None
+        row = rows.get((r.id, target.id if target else device.id))
+        verdicts.append(
+            RequirementVerdict(
+                r.name,
+                r.gate,
+                target.label if target else device.hostname,
+                row.verdict if row else Verdict.NOT_RUN,
+                row.execution_id if row else None,
+                row.policy_version if row else None,
+            )
+        )
+    executions = (
+        TestExecution.objects.filter(Q(device=device) | Q(topology__in=topologies))
+        .select_related("requirement", "evaluation", "topology")
+        .order_by("-created_at", "-id")[:HISTORY_LIMIT]
+    )
+    attempts = [
+        Attempt(
+            e.id,
+            e.requirement.name,
+            e.topology.label if e.topology else device.hostname,
+            e.status,
+            attempt_verdict(e),
+            e.started_at,
+            e.finished_at,
+            e.job_id,
+        )
+        for e in executions
+    ]
+    jobs = [
+        DeviceJob(j.id, j.workflow_name, j.status, j.created_at, j.requirement_names)
+        for j in Job.objects.filter(id__in=JobDevice.objects.filter(device=device).values("job_id")).order_by(
+            "-created_at"
+        )[:50]
+    ]
+    accepted = acceptance([site.id], device.id).get((site.id, device.resource_class), Acceptance()).accepted == 1
+    return DeviceDetail(device, topologies, policy.version if policy else None, accepted, verdicts, attempts, jobs)
+
+
+def attempt_verdict(execution: TestExecution) -> str | None:
+    """An execution's verdict once evaluated (errored runs are errored whatever the evaluation)."""
+    if execution.status == ExecutionStatus.ERRORED:
+        return Verdict.ERRORED
+    evaluation = getattr(execution, "evaluation", None)
+    if evaluation is None:
+        return None
+    return Verdict.PASSED if evaluation.passed else Verdict.FAILED
+
+
+@dataclass(frozen=True)
+class DevicePageRead:
+    site: Site
+    detail: DeviceDetail
+    certificates: DeviceCertificates | None  # None: not asked for (the viewer may not see them)
+    attempts: dict[str, AttemptSummary]  # requirement name → its target's attempts
+    diagnoses: list[DeviceDiagnosis]
+    outliers: list[tuple[Group, float]]  # the groups the device is an outlier in, with its robust z
+
+
+def device_page(slug: str, hostname: str, *, with_certificates: bool) -> DevicePageRead:
+    """The device page: the site, the device's detail (eight queries), its certificates (one, when
+    asked), attempts (two), diagnoses (one) and outliers (three)."""
+    site = site_by_slug(slug)
+    detail = device_detail(site, hostname)
+    device = detail.device
+    return DevicePageRead(
+        site=site,
+        detail=detail,
+        certificates=device_certificates_summary(device.id) if with_certificates else None,
+        attempts=device_page_attempts(device, detail.topologies),
+        diagnoses=site_diagnoses(site=site, device_id=device.id),
+        outliers=device_outliers(site_outlier_groups(site=site, resource_class=device.resource_class), device.id),
+    )

@@ -1,0 +1,201 @@
+"""The failures list (`/sites/<slug>/failures/` and its CSV): failed and errored targets with
+their failing rules, errors and attempts; the passes that followed failures; diagnoses and
+suspects."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from django.db.models import Count, Q
+
+from fleet.burnin.diagnosis.attempts import PassedAfter, passes_after_failures
+from fleet.burnin.diagnosis.isolation import site_diagnoses
+from fleet.burnin.diagnosis.outliers import OutliersPage, site_outliers_page
+from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
+from fleet.inventory.models import Site
+from fleet.inventory.selectors import site_by_slug
+from fleet_rules.evidence import RuleOutcome, rule_outcomes
+from fleet_rules.vocabulary import Verdict
+
+NOT_PASSING = (Verdict.FAILED, Verdict.ERRORED)
+SUSPECTS_SHOWN = 20
+DIAGNOSES_SHOWN = 50
+
+
+@dataclass(frozen=True)
+class FailureFilters:
+    resource_class: str | None = None
+    requirement: str | None = None
+    verdict: str | None = None
+    satellite: str | None = None
+
+
+#: How the failures list may be sorted: the key, and the columns it orders by.
+FAILURE_ORDERS: dict[str, tuple[str, ...]] = {
+    "newest": ("-execution__finished_at", "-id"),
+    "oldest": ("execution__finished_at", "id"),
+    "target": ("device__hostname", "topology__label", "requirement__name", "id"),
+    "requirement": ("requirement__name", "device__hostname", "topology__label", "id"),
+}
+
+
+@dataclass(frozen=True)
+class FailureRow:
+    row_id: int
+    target: str  # hostname, or the rack's label
+    device_id: UUID | None
+    topology_id: UUID | None
+    resource_class: str
+    requirement: str
+    verdict: str
+    execution_id: UUID | None
+    finished_at: datetime | None
+    rules: list[RuleOutcome]  # the failing ones
+    error: str
+    attempts: int  # executions of the target under the current policy version
+
+
+def site_failures(
+    site: Site, filters: FailureFilters, *, order: str = "newest", page: int = 0, limit: int = 100
+) -> tuple[list[FailureRow], bool]:
+    """Failed and errored targets with their failing rules (measured value, comparator, threshold,
+    margin), the error of errored runs, and their attempts (two queries). Returns (rows, more)."""
+    rows = PolicyProgress.objects.filter(site=site, verdict__in=NOT_PASSING).select_related(
+        "requirement", "requirement__policy", "device", "topology", "execution", "execution__evaluation"
+    )
+    if filters.resource_class:
+        rows = rows.filter(resource_class=filters.resource_class)
+    if filters.requirement:
+        rows = rows.filter(requirement__name=filters.requirement)
+    if filters.verdict:
+        rows = rows.filter(verdict=filters.verdict)
+    if filters.satellite:
+        rows = rows.filter(satellite__name=filters.satellite)
+    chosen = list(rows.order_by(*FAILURE_ORDERS[order])[page * limit : (page + 1) * limit + 1])
+    more = len(chosen) > limit
+    chosen = chosen[:limit]
+    attempts = attempts_under_current_version([(p.requirement_id, p.target_id, p.policy_version) for p in chosen])
+    failures = []
+    for p in chosen:
+        execution = p.execution
+        evaluation = getattr(execution, "evaluation", None) if execution is not None else None
+        outcomes, error = [], ""
+        if execution is not None and evaluation is not None:
+            outcomes = [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
+            # Why it could not judge (errored), or a failure no rule explains (e.g. no thresholds).
+            error = execution.error or ("" if outcomes else evaluation.reason or "")
+        failures.append(
+            FailureRow(
+                row_id=p.id,
+                target=p.device.hostname if p.device is not None else (p.topology.label if p.topology else ""),
+                device_id=p.device_id,
+                topology_id=p.topology_id,
+                resource_class=p.resource_class,
+                requirement=p.requirement.name,
+                verdict=p.verdict,
+                execution_id=p.execution_id,
+                finished_at=execution.finished_at if execution is not None else None,
+                rules=outcomes,
+                error=error,
+                attempts=attempts.get((p.requirement_id, p.target_id), 0),
+            )
+        )
+    return failures, more
+
+
+def iter_site_failures(site: Site, filters: FailureFilters, *, order: str, chunk: int = 500) -> Iterator[FailureRow]:
+    """Every failure, a bounded chunk of rows at a time (for the CSV download: memory stays flat)."""
+    for page in range(1_000_000):
+        rows, more = site_failures(site, filters, order=order, page=page, limit=chunk)
+        yield from rows
+        if not more:
+            return
+
+
+def attempts_under_current_version(targets: Sequence[tuple[UUID, UUID, int]]) -> dict[tuple[UUID, UUID], int]:
+    """(requirement, target) → how many executions it had that were planned under the given
+    policy version (the version a job carries in its parameters), in one query."""
+    if not targets:
+        return {}
+    wanted = {(requirement, target): version for requirement, target, version in targets}
+    counts: dict[tuple[UUID, UUID], int] = defaultdict(int)
+    rows = (
+        TestExecution.objects.filter(requirement_id__in={r for r, _ in wanted}, diagnostic=False)
+        .filter(Q(device_id__in={t for _, t in wanted}) | Q(topology_id__in={t for _, t in wanted}))
+        .values_list("requirement_id", "device_id", "topology_id", "job__parameters__policy_version")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for requirement_id, device_id, topology_id, version, n in rows:
+        key = (requirement_id, device_id or topology_id)
+        if key in wanted and version == wanted[key]:
+            counts[key] += n
+    return counts
+
+
+def passed_after(site: Site, filters: FailureFilters) -> list[PassedAfter]:
+    """Passes that followed failures or errors under the current version (not when the list is
+    filtered to one failing verdict): two queries, or none."""
+    if filters.verdict:
+        return []
+    return [
+        r
+        for r in passes_after_failures(site)
+        if (not filters.resource_class or r.resource_class == filters.resource_class)
+        and (not filters.requirement or r.requirement == filters.requirement)
+    ]
+
+
+@dataclass(frozen=True)
+class FailuresPageRead:
+    site: Site
+    rows: list[FailureRow]
+    more: bool  # another page follows
+    passed_after: list[PassedAfter]
+    diagnoses: list[DeviceDiagnosis]  # culprits named by isolation, newest first
+    suspects: OutliersPage  # the farthest outliers
+
+
+def failures_page(slug: str, filters: FailureFilters, *, order: str, page: int, limit: int) -> FailuresPageRead:
+    """One page of the site's failures with what explains them (nine queries)."""
+    site = site_by_slug(slug)
+    rows, more = site_failures(site, filters, order=order, page=page, limit=limit)
+    return FailuresPageRead(
+        site=site,
+        rows=rows,
+        more=more,
+        passed_after=passed_after(site, filters),
+        diagnoses=site_diagnoses(site=site, limit=DIAGNOSES_SHOWN),
+        suspects=site_outliers_page(
+            site=site,
+            resource_class=filters.resource_class,
+            requirement=filters.requirement,
+            limit=SUSPECTS_SHOWN,
+            cursor=None,
+        ),
+    )
+
+
+@dataclass(frozen=True)
+class FailuresExport:
+    """The failures list as the CSV streams it: every row, then the passes after failures, each
+    read only as the download reaches it (a bounded chunk at a time)."""
+
+    site: Site
+    filters: FailureFilters
+    order: str
+
+    def rows(self) -> Iterator[FailureRow]:
+        return iter_site_failures(self.site, self.filters, order=self.order)
+
+    def passed_after(self) -> list[PassedAfter]:
+        return passed_after(self.site, self.filters)
+
+
+def failures_export(slug: str, filters: FailureFilters, *, order: str) -> FailuresExport:
+    """The site (one query); the rows are read as the download streams."""
+    return FailuresExport(site_by_slug(slug), filters, order)

@@ -1,0 +1,150 @@
+"""The grid (`/sites/<slug>/grid/`): device × requirement, keyset-paginated by hostname, with the
+cells whose device is an outlier among its siblings marked."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, replace
+from uuid import UUID
+
+from django.db.models import Q
+
+from fleet.burnin.diagnosis.outliers import site_outlier_groups
+from fleet.burnin.models import PolicyProgress
+from fleet.inventory.models import Device, Site, Topology, TopologyMembership
+from fleet.inventory.selectors import site_by_slug
+from fleet.policies.models import Requirement
+from fleet_rules.vocabulary import RequirementScope, Verdict
+
+
+@dataclass(frozen=True)
+class GridColumn:
+    requirement_id: UUID
+    name: str
+    gate: str
+    unit: str | None  # multi-node requirements name a topology unit
+
+
+@dataclass(frozen=True)
+class GridCell:
+    requirement: str
+    verdict: str  # a Verdict, or "" when the device has no target for the requirement (no topology)
+    execution_id: UUID | None = None
+    topology_label: str | None = None  # for multi-node requirements: the cohort the cell is the verdict of
+
+
+@dataclass(frozen=True)
+class GridRow:
+    device_id: UUID
+    hostname: str
+    satellite: str
+    topologies: dict[str, tuple[UUID, str]]  # unit → (id, label)
+    cells: list[GridCell]
+
+
+@dataclass(frozen=True)
+class GridFilters:
+    resource_class: str
+    topology: str | None = None  # a topology label
+    verdict: str | None = None
+    satellite: str | None = None
+
+
+@dataclass(frozen=True)
+class GridPage:
+    columns: list[GridColumn]
+    rows: list[GridRow]
+    next_after: str | None  # the hostname the next page starts after
+    topologies: list[tuple[UUID, str, str]] = field(default_factory=list)  # (id, unit, label) at the site
+
+
+def site_resource_classes(site: Site) -> list[str]:
+    """Every resource class with devices at the site (one query)."""
+    return sorted(set(Device.objects.filter(site=site).order_by().values_list("resource_class", flat=True).distinct()))
+
+
+def site_grid(site: Site, filters: GridFilters, *, after: str | None, limit: int) -> GridPage:
+    """One page of the device × requirement grid, keyset-paginated by hostname (six queries)."""
+    columns = [
+        GridColumn(r.id, r.name, r.gate, r.unit if r.scope == RequirementScope.MULTI_NODE else None)
+        for r in Requirement.objects.filter(
+            policy__resource_class=filters.resource_class, retired_at__isnull=True
+        ).order_by("gate", "name")
+    ]
+    devices_q = Device.objects.filter(site=site, resource_class=filters.resource_class).select_related("satellite")
+    if filters.satellite:
+        devices_q = devices_q.filter(satellite__name=filters.satellite)
+    if filters.topology:
+        devices_q = devices_q.filter(memberships__topology__label=filters.topology)
+    if filters.verdict:
+        with_verdict = PolicyProgress.objects.filter(site=site, verdict=filters.verdict)
+        devices_q = devices_q.filter(
+            Q(id__in=with_verdict.filter(device__isnull=False).values("device_id"))
+            | Q(memberships__topology_id__in=with_verdict.filter(topology__isnull=False).values("topology_id"))
+        )
+    if after:
+        devices_q = devices_q.filter(hostname__gt=after)
+    devices = list(devices_q.distinct().order_by("hostname")[: limit + 1])
+    has_more = len(devices) > limit
+    devices = devices[:limit]
+    memberships: dict[UUID, dict[str, tuple[UUID, str]]] = defaultdict(dict)
+    for device_id, unit, topology_id, label in TopologyMembership.objects.filter(
+        device_id__in=[d.id for d in devices]
+    ).values_list("device_id", "unit", "topology_id", "topology__label"):
+        memberships[device_id][unit] = (topology_id, label)
+    targets = {d.id for d in devices} | {t for units in memberships.values() for t, _ in units.values()}
+    rows_by_key = {
+        (requirement_id, target_id): (verdict, execution_id)
+        for requirement_id, target_id, verdict, execution_id in PolicyProgress.objects.filter(
+            requirement_id__in=[c.requirement_id for c in columns], target_id__in=targets
+        ).values_list("requirement_id", "target_id", "verdict", "execution_id")
+    }
+    grid_rows = []
+    for device in devices:
+        units = memberships.get(device.id, {})
+        cells = []
+        for column in columns:
+            if column.unit is None:
+                verdict, execution = rows_by_key.get((column.requirement_id, device.id), (Verdict.NOT_RUN, None))
+                cells.append(GridCell(column.name, verdict, execution))
+            elif column.unit in units:
+                topology_id, label = units[column.unit]
+                verdict, execution = rows_by_key.get((column.requirement_id, topology_id), (Verdict.NOT_RUN, None))
+                cells.append(GridCell(column.name, verdict, execution, label))
+            else:
+                cells.append(GridCell(column.name, ""))
+        grid_rows.append(GridRow(device.id, device.hostname, device.satellite.name, units, cells))
+    topologies = list(Topology.objects.filter(site=site).order_by("unit", "label").values_list("id", "unit", "label"))
+    return GridPage(columns, grid_rows, devices[-1].hostname if has_more and devices else None, topologies)
+
+
+def outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, float]]:
+    """hostname → requirement → the farthest robust z where the device is an outlier (3 queries)."""
+    marks: dict[str, dict[str, float]] = {}
+    for group in site_outlier_groups(site=site, resource_class=resource_class or None):
+        for o in group.verdict.outliers:
+            by_requirement = marks.setdefault(o.hostname, {})
+            current = by_requirement.get(group.key.requirement)
+            if current is None or abs(o.robust_z) > abs(current):
+                by_requirement[group.key.requirement] = o.robust_z
+    return marks
+
+
+@dataclass(frozen=True)
+class GridPageRead:
+    site: Site
+    classes: list[str]  # every resource class with devices at the site
+    filters: GridFilters  # as applied: the resource class defaults to the site's first
+    grid: GridPage
+    outlier_marks: dict[str, dict[str, float]]
+
+
+def grid_page(slug: str, filters: GridFilters, *, after: str | None, limit: int) -> GridPageRead:
+    """The site, its resource classes, one page of the grid of the chosen class (the first when
+    none is named) and its outlier marks: eleven queries."""
+    site = site_by_slug(slug)
+    classes = site_resource_classes(site)
+    if not filters.resource_class:
+        filters = replace(filters, resource_class=classes[0] if classes else "")
+    grid = site_grid(site, filters, after=after, limit=limit)
+    return GridPageRead(site, classes, filters, grid, outlier_marks(site, filters.resource_class))
