@@ -30,7 +30,7 @@ from fleet.burnin.reads.job import job_detail_page
 from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
 from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
-from fleet.burnin.reruns.load import failing_devices, topology_devices
+from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.exceptions import FleetError
 from fleet.dashboard import access, charts
@@ -38,7 +38,7 @@ from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm,
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.whatif import policy_what_if
 from fleet.inventory.identity import actor_label
-from fleet.inventory.models import Device, Site
+from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.selectors import job_page
 from fleet.jobs.services import job_cancel
@@ -382,12 +382,12 @@ class WhatIfPage(access.Page, View):
 # --- reruns --------------------------------------------------------------------------------------------
 
 
-def _selection(site: Site, data: dict[str, Any]) -> list[UUID]:
-    if data.get("select") == ALL_FAILED:
-        return failing_devices(site)
-    if data.get("topology"):
-        return topology_devices(site, data["topology"])
-    return list(data["device"])
+def _selection(data: dict[str, Any]) -> RerunSelection:
+    return RerunSelection(
+        all_failed=data.get("select") == ALL_FAILED,
+        topology=data.get("topology") or None,
+        devices=tuple(data["device"]),
+    )
 
 
 class RerunPreview(access.Page, View):
@@ -401,7 +401,7 @@ class RerunPreview(access.Page, View):
         form = RerunForm(request.POST)
         if not form.is_valid():
             return render(request, self.template, {"site": site, "form": form}, status=400)
-        device_ids = _selection(site, form.cleaned_data)
+        device_ids = selection_devices(site, _selection(form.cleaned_data))
         if not device_ids:
             form.add_error(None, "The selection holds no device.")
             return render(request, self.template, {"site": site, "form": form}, status=400)
@@ -410,7 +410,7 @@ class RerunPreview(access.Page, View):
         except ValidationError as exc:
             form.add_error(None, "; ".join(" ".join(m) for m in exc.message_dict.values()))
             return render(request, self.template, {"site": site, "form": form}, status=400)
-        hostnames = dict(Device.objects.filter(id__in=device_ids).values_list("id", "hostname"))
+        hostnames = device_hostnames(device_ids)
         return render(
             request,
             self.template,

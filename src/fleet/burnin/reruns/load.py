@@ -12,7 +12,6 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db.models import Q, QuerySet
 
-from fleet.burnin.models import PolicyProgress
 from fleet.burnin.selectors import latest_execution_sql
 from fleet.burnin.tables import sql
 from fleet.core.locks import lock_keys_in_pk_order
@@ -34,7 +33,6 @@ from fleet_rules.planning import (
     RequirementFacts,
     TopologyFacts,
 )
-from fleet_rules.vocabulary import Verdict
 
 
 def check_selection(site: Site, device_ids: Sequence[UUID]) -> list[UUID]:
@@ -302,33 +300,4 @@ def load_planning_input(*, selected: list[UUID], mode: str) -> PlanningInput:
         profiles=profiles,
         topologies=topologies,
         workflows=workflows,
-    )
-
-
-# --- selections people make -------------------------------------------------------------------------
-
-
-def failing_devices(site: Site) -> list[UUID]:
-    """Every device at the site with a failed or errored requirement, its own or its rack's (one
-    query): what `fleet rerun --all-failed` and the dashboard's "every failing device" select."""
-    failing = PolicyProgress.objects.filter(site=site, verdict__in=[Verdict.FAILED, Verdict.ERRORED])
-    return list(
-        Device.objects.filter(site=site)
-        .filter(
-            Q(id__in=failing.filter(device__isnull=False).values("device_id"))
-            | Q(memberships__topology_id__in=failing.filter(topology__isnull=False).values("topology_id"))
-        )
-        .distinct()
-        .order_by("hostname")
-        .values_list("id", flat=True)
-    )
-
-
-def topology_devices(site: Site, label: str) -> list[UUID]:
-    """Every device of the site's topologies with this label (one query); empty if there is none."""
-    return list(
-        Device.objects.filter(site=site, memberships__topology__label=label)
-        .distinct()
-        .order_by("hostname")
-        .values_list("id", flat=True)
     )

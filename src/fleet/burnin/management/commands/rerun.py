@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from fleet.burnin.reads.failures import FailureFilters, iter_site_failures
-from fleet.burnin.reruns.load import failing_devices, topology_devices
+from fleet.burnin.reruns.selection import RerunSelection, selection_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.console import command_console
 from fleet.inventory.models import Device, Site, TopologyMembership
@@ -67,13 +67,12 @@ class Command(BaseCommand):
                     ids.append(found)
             if missing:
                 raise CommandError(f"not devices of {site.slug}: {', '.join(missing)}")
-            return ids
-        if options["topology"]:
-            members = topology_devices(site, options["topology"])
-            if not members:
-                raise CommandError(f"no topology labelled {options['topology']!r} with devices at {site.slug}")
-            return members
-        return failing_devices(site)
+            return selection_devices(site, RerunSelection(devices=tuple(ids)))
+        selection = RerunSelection(all_failed=options["all_failed"], topology=options["topology"])
+        members = selection_devices(site, selection)
+        if selection.topology and not members:
+            raise CommandError(f"no topology labelled {selection.topology!r} with devices at {site.slug}")
+        return members
 
     def say_what_failed(self, console: Console, site: Site, selected: list[uuid.UUID]) -> None:
         """When nothing can be planned, the operator still wants to know what is wrong."""
