@@ -17,7 +17,6 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from fleet.burnin.models import PolicyProgress, ReconcileSweep
-from fleet.burnin.reconcile.load import ReconcileScope
 from fleet.core.metrics import on_commit
 from fleet_rules.evaluations import UpsertCounts
 from fleet_rules.planning import Plan
@@ -79,12 +78,15 @@ for _exclusion in ExclusionReason:
     DISPATCH_EXCLUDED.labels(_exclusion)
 
 
-def reconcile_page_counted(scope: ReconcileScope, page: ReconcileCounters) -> None:
+def reconcile_page_counted(*, site: str, satellite: str, resource_class: str, page: ReconcileCounters) -> None:
+    """A reconcile page of the scope (site slug, satellite name, resource class): its targets by
+    outcome, and a guard trip."""
+
     def record() -> None:
         for outcome in ReconcileOutcome:
             RECONCILE_TARGETS.labels(outcome).inc(getattr(page, outcome.value))
         if page.guard_tripped:
-            GUARD_TRIPS.labels(scope.satellite.site.slug, scope.satellite.name, scope.resource_class).inc()
+            GUARD_TRIPS.labels(site, satellite, resource_class).inc()
 
     on_commit(record)
 

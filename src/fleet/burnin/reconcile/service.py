@@ -144,7 +144,7 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     tallies["rows"] += kept_in_scope + len(to_store) + len(loaded.orphans)
     if loaded.has_more:
         page.next_cursor = cursor_encode(_cursor_payload(scope, state, targets[-1], tallies), purpose="reconcile")
-        metrics.reconcile_page_counted(scope, page)
+        _page_counted(scope, page)
         return page
     page.deleted, page.guard_tripped = cleanup(scope, started_at=state.started_at, rows_in_scope=tallies["rows"])
     sweep_record(
@@ -161,8 +161,15 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     )
     if state.target_count == 0:
         logger.warning("reconcile of %s: the policy governs no target (target_count 0)", scope.describe())
-    metrics.reconcile_page_counted(scope, page)
+    _page_counted(scope, page)
     return page
+
+
+def _page_counted(scope: ReconcileScope, page: ReconcilePage) -> None:
+    satellite = scope.satellite
+    metrics.reconcile_page_counted(
+        site=satellite.site.slug, satellite=satellite.name, resource_class=scope.resource_class, page=page
+    )
 
 
 def _certificates_refresh(to_store: list[tuple[TargetRow, Derived]], stored: set[tuple[UUID, UUID]]) -> None:
