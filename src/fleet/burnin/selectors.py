@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from uuid import UUID
 
 from django.db.models import Count
-from django.shortcuts import get_object_or_404
 
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.burnin.tables import sql
@@ -138,6 +137,9 @@ def execution_get(*, execution_id: UUID, actor: Actor) -> TestExecution:
 
 def site_get(*, site_id: UUID, actor: Actor) -> Site:
     """A site named in a path (404 when unknown, 403 for a satellite client of another site)."""
-    site = get_object_or_404(Site, id=site_id)
+    try:
+        site = Site.objects.get(id=site_id)
+    except Site.DoesNotExist:
+        raise NotFoundError(f"No site {site_id}.") from None
     ensure_site_allowed(actor, site.id)
     return site

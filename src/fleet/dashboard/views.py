@@ -32,7 +32,7 @@ from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
 from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
-from fleet.core.exceptions import FleetError
+from fleet.core.exceptions import FleetError, NotFoundError
 from fleet.dashboard import access, charts
 from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm, RerunForm, WhatIfForm
 from fleet.fleetfile.document import FleetFileError, parse_text
@@ -333,6 +333,8 @@ class CancelJob(access.Page, View):
     def post(self, request: HttpRequest, job_id: UUID) -> HttpResponse:
         try:
             job_cancel(job_id=job_id, requested_by=actor_label(request.user))
+        except NotFoundError:
+            raise  # the 404 page, as for every page (access.Page)
         except FleetError as exc:
             return render(request, "dashboard/message.html", {"message": exc.detail}, status=exc.status_code)
         return redirect("dashboard:job", job_id=job_id)

@@ -18,10 +18,9 @@ from uuid import UUID
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
-from django.http import Http404
 from django.utils import timezone
 
-from fleet.core.exceptions import Conflict, PermissionDeniedError
+from fleet.core.exceptions import Conflict, NotFoundError, PermissionDeniedError
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.rows import id_text, ids_sql, recordset, text_or_none
 from fleet.core.statements import NoRow, Statement
@@ -278,7 +277,7 @@ def _locked_job(job_id: UUID, satellite_id: UUID | None = None) -> Job:
     """The job, row-locked; 404 when it does not exist, 403 when it is another satellite's."""
     job = Job.objects.select_for_update().filter(id=job_id).first()
     if job is None:
-        raise Http404(f"No job {job_id}.")
+        raise NotFoundError(f"No job {job_id}.")
     if satellite_id is not None and job.satellite_id != satellite_id:
         raise PermissionDeniedError("This job belongs to another satellite.")
     return job

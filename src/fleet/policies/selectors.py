@@ -8,8 +8,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from uuid import UUID
 
-from django.shortcuts import get_object_or_404
-
+from fleet.core.exceptions import NotFoundError
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Site
 from fleet.policies.models import Requirement, ThresholdRule
@@ -52,8 +51,14 @@ class ResolvedThresholds:
 def resolved_thresholds(*, requirement_id: UUID, site_id: UUID, actor: Actor) -> ResolvedThresholds:
     """What judges a requirement's executions at a site (404 for an unknown requirement or site;
     403 for a satellite client asking about another site)."""
-    requirement = get_object_or_404(Requirement.objects.select_related("policy"), id=requirement_id)
-    site = get_object_or_404(Site, id=site_id)
+    try:
+        requirement = Requirement.objects.select_related("policy").get(id=requirement_id)
+    except Requirement.DoesNotExist:
+        raise NotFoundError(f"No requirement {requirement_id}.") from None
+    try:
+        site = Site.objects.get(id=site_id)
+    except Site.DoesNotExist:
+        raise NotFoundError(f"No site {site_id}.") from None
     ensure_site_allowed(actor, site.id)
     return ResolvedThresholds(
         requirement_id=requirement.id,

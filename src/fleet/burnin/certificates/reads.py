@@ -13,7 +13,6 @@ from uuid import UUID, uuid4
 
 from django.db import connection
 from django.db.models import Q, QuerySet
-from django.shortcuts import get_object_or_404
 from django.utils import timezone
 
 from fleet.burnin.certificates.signing import ALGORITHM
@@ -45,12 +44,16 @@ def envelope(certificate: AcceptanceCertificate) -> dict[str, Any]:
 
 
 def _device(device_id: UUID, actor: Actor) -> Device:
-    """A device by id, as the devices API finds it: another site's satellite client finds none (404)."""
+    """A device by id, as the devices API finds it: another site's satellite client finds none
+    (`NotFoundError`, a 404)."""
     restricted = site_restriction(actor)
     found = Device.objects.filter(id=device_id)
     if restricted is not None:
         found = found.filter(site_id=restricted)
-    return get_object_or_404(found)
+    try:
+        return found.get()
+    except Device.DoesNotExist:
+        raise NotFoundError(f"No device {device_id}.") from None
 
 
 def device_certificate(*, device_id: UUID, actor: Actor) -> AcceptanceCertificate:

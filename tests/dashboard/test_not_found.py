@@ -1,0 +1,25 @@
+"""What a selector or service does not find is a `NotFoundError`; the dashboard shows it as its
+404 page in one place (`access.Page`), actions included."""
+
+from __future__ import annotations
+
+from tests.dashboard.conftest import OPERATOR, VIEWER
+
+NO_SUCH_JOB = "00000000-0000-4000-8000-000000000000"
+
+
+def test_cancelling_a_job_that_does_not_exist_is_the_404_page(person, burnt_in):
+    operator = person(OPERATOR)
+    operator.get("/jobs/")
+    response = operator.post(
+        f"/jobs/{NO_SUCH_JOB}/cancel/", {"csrfmiddlewaretoken": operator.cookies["csrftoken"].value}
+    )
+    assert response.status_code == 404
+    assert "404 — not found" in response.content.decode()
+
+
+def test_a_certificate_page_of_an_unknown_device_site_or_serial_is_the_404_page(person, burnt_in):
+    viewer = person(VIEWER)
+    assert viewer.get("/sites/lon-1/devices/no-such-host/certificate/").status_code == 404
+    assert viewer.get("/sites/no-such-site/devices/a00-n01/certificate/").status_code == 404
+    assert viewer.get("/sites/lon-1/devices/a00-n01/certificate/?serial=nope").status_code == 404
