@@ -2,6 +2,7 @@
 which returns everything the template shows as one dataclass, and renders it; the actions call the
 same services as the API (rerun preview and dispatch, job cancel). What a selector does not find
 (`NotFoundError`) is the 404 page (`access.Page`).
+
 An htmx request for a page's live part (`?fragment=…`) gets only that part, rendered by the same
 view, so a page works without JavaScript and refreshes with it."""
 
