@@ -119,6 +119,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # NUL or a lone surrogate in the path (404) or the query (400), for every view at once: text
+    # PostgreSQL cannot store (fleet.core.text). After authentication: the error page names the role.
+    "fleet.core.text.StorableTextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
