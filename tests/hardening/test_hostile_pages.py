@@ -13,6 +13,8 @@ from django.http import QueryDict
 from django.test import Client, RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 
+from tests.dashboard.conftest import VIEWER
+
 # --- 10. NUL and other text PostgreSQL cannot store, in a path or a query ------------------------
 
 #: A value for each kind of path parameter that gets a request as far as the view (the burnt-in
@@ -173,3 +175,29 @@ def test_10_lone_surrogates_are_refused_like_nul(db, path, query, status):
     reached = []
     response = StorableTextMiddleware(lambda r: reached.append(r))(request)
     assert response.status_code == status and reached == []
+
+
+# --- 19. a date a page cannot read ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("query", "named"),
+    [
+        ("before_at=2020-13-45T00:00:00&before_id={id}", "before_at"),
+        ("before_at=yesterday&before_id={id}", "before_at"),
+        ("before_at=2020-01-01T00:00:00Z&before_id=not-a-uuid", "before_id"),
+        ("before_at=2020-01-01T00:00:00Z", "before_id"),
+        ("status=exploded", "status"),
+    ],
+)
+def test_19_a_bad_jobs_query_is_a_400_naming_the_parameter(person, burnt_in, query, named):
+    response = person(VIEWER).get("/jobs/?" + query.format(id=uuid4()))
+    assert response.status_code == 400
+    page = response.content.decode()
+    assert named in page and "Traceback" not in page
+
+
+def test_19_the_jobs_pages_still_turn(person, burnt_in):
+    viewer = person(VIEWER)
+    assert viewer.get(f"/jobs/?before_at=2020-01-01T00:00:00%2B00:00&before_id={uuid4()}").status_code == 200
+    assert viewer.get("/jobs/?status=queued&status=running&site=lon-1").status_code == 200
