@@ -297,6 +297,8 @@ REQUEST_BOUNDS = {
     "BODY_READ_TIMEOUT": _env_float("FLEET_BODY_READ_TIMEOUT", 30),
     "HEADER_READ_TIMEOUT": _env_float("FLEET_HEADER_READ_TIMEOUT", 10),
 }
+#: Bytes a YAML document (a fleet file, a what-if candidate) may have (fleet.core.yamlfiles).
+MAX_YAML_BYTES = _env_int("FLEET_MAX_YAML_BYTES", 8 * 1024 * 1024)
 # Django's own limits agree with ours (form bodies are decoded by Django, not by our parsers).
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BOUNDS["MAX_BODY_BYTES"]
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000

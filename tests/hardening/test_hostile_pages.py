@@ -4,6 +4,7 @@ regression test (at least) per finding, each seen failing on the code before its
 from __future__ import annotations
 
 import csv
+import html
 import io
 import logging
 import re
@@ -11,12 +12,19 @@ from uuid import uuid4
 
 import pytest
 from django.contrib.auth.models import AnonymousUser
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.management import CommandError, call_command
 from django.http import QueryDict
 from django.test import Client, RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
 
 from fleet.core.csvfiles import csv_writer
-from tests.dashboard.conftest import RC, VIEWER
+from fleet.core.yamlfiles import YamlRefused, load_yaml
+from fleet.fleetfile.document import FleetFileError, parse_text
+from fleet.policies.models import ParameterProfile
+from fleet_agent.config import ConfigError as AgentConfigError
+from fleet_agent.config import read_file as read_agent_config
+from tests.dashboard.conftest import OPERATOR, RC, VIEWER
 from tests.helpers import REPO
 
 # --- 10. NUL and other text PostgreSQL cannot store, in a path or a query ------------------------
@@ -257,3 +265,89 @@ def test_19_the_jobs_pages_still_turn(person, burnt_in):
     viewer = person(VIEWER)
     assert viewer.get(f"/jobs/?before_at=2020-01-01T00:00:00%2B00:00&before_id={uuid4()}").status_code == 200
     assert viewer.get("/jobs/?status=queued&status=running&site=lon-1").status_code == 200
+
+
+# --- 18. a YAML document of nested aliases ---------------------------------------------------------
+
+
+def alias_bomb(levels: int = 25) -> str:
+    """A parameter profile whose parameters are `levels` lists, each twice the one before:
+    2**levels leaves in well under a kilobyte."""
+    head = "parameter_profiles:\n- resource_class: gpu.h200.8x\n  test: dcgm-diag\n  parameters:\n"
+    body = "    a0: &a0 [x, x]\n" + "".join(f"    a{i}: &a{i} [*a{i - 1}, *a{i - 1}]\n" for i in range(1, levels))
+    return head + body
+
+
+def test_18_the_bomb_is_the_issues_size():
+    assert len(alias_bomb().encode()) < 800
+
+
+def test_18_what_if_refuses_the_alias_bomb_naming_the_line(person, burnt_in):
+    operator = person(OPERATOR)
+    upload = SimpleUploadedFile("bomb.yaml", alias_bomb().encode(), content_type="application/yaml")
+    operator.get("/what-if/")
+    response = operator.post(
+        "/what-if/", {"candidate": upload, "csrfmiddlewaretoken": operator.cookies["csrftoken"].value}
+    )
+    assert response.status_code == 400
+    assert "aliases are not allowed (line 5)" in html.unescape(response.content.decode())
+
+
+def test_18_fleet_apply_refuses_the_alias_bomb_and_writes_nothing(db, tmp_path):
+    path = tmp_path / "bomb.yaml"
+    path.write_text(alias_bomb())
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="nothing was written"):
+        call_command("apply", "-f", str(path), stderr=err)
+    assert "aliases are not allowed (line 5)" in err.getvalue()
+    assert ParameterProfile.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("text", "refusal"),
+    [
+        ("sites: &s []\n", "anchors and aliases are not allowed (line 1)"),
+        ("policies:\n- &p {resource_class: x}\n- *p\n", "anchors and aliases are not allowed (line 2)"),
+        ("base: &b {a: 1}\nmerged:\n  <<: *b\n", "anchors and aliases are not allowed (line 1)"),
+        ("sites: " + "[" * 100 + "]" * 100 + "\n", "nested deeper than 64 levels (line 1)"),
+    ],
+)
+def test_18_anchors_aliases_and_deep_nesting_are_refused_by_the_one_loader(text, refusal):
+    with pytest.raises(YamlRefused, match=re.escape(refusal)):
+        load_yaml(text)
+    with pytest.raises(FleetFileError, match=re.escape(refusal)):
+        parse_text(text)
+
+
+def test_18_a_document_over_the_bound_is_refused_unread(settings):
+    settings.MAX_YAML_BYTES = 1000
+    with pytest.raises(YamlRefused, match="the document is 1001 bytes; at most 1000 are read"):
+        load_yaml("#" * 1000 + "\n")
+
+
+def test_18_ordinary_fleet_files_still_load():
+    document = parse_text((REPO / "examples" / "fleet.yaml").read_text())
+    assert document.sites and document.policies and document.sites[0].devices
+
+
+def test_18_the_agent_reads_its_config_with_the_same_rule(tmp_path):
+    bomb = tmp_path / "agent.yaml"
+    bomb.write_text("api: http://x\n" + alias_bomb().replace("parameter_profiles:", "extra:"))
+    with pytest.raises(AgentConfigError, match=re.escape("aliases are not allowed (line 6)")):
+        read_agent_config(bomb)
+    plain = tmp_path / "plain.yaml"
+    plain.write_text("api: http://fleet.example\nsite: lon-1\n")
+    assert read_agent_config(plain) == {"api": "http://fleet.example", "site": "lon-1"}
+
+
+def test_18_no_other_module_reads_yaml():
+    """The service reads YAML only through fleet.core.yamlfiles, the agent only through its config."""
+    loaders = re.compile(r"yaml\.(safe_load|load|full_load|unsafe_load|load_all|safe_load_all|compose)\(")
+    readers = {REPO / "src/fleet/core/yamlfiles.py", REPO / "agent/src/fleet_agent/config.py"}
+    others = [
+        str(path.relative_to(REPO))
+        for folder in ("src", "agent/src", "rules/src")
+        for path in (REPO / folder).rglob("*.py")
+        if loaders.search(path.read_text()) and path not in readers
+    ]
+    assert others == []

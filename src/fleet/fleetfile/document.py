@@ -14,6 +14,7 @@ from typing import Any, Literal, TypeVar, overload
 
 import yaml
 
+from fleet.core.yamlfiles import YamlRefused, load_yaml
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
 from fleet_rules.vocabulary import (
@@ -304,7 +305,9 @@ def _is_number(value: Any) -> bool:
 def parse_text(text: str) -> FleetDocument:
     """Parse and validate a fleet file; raise FleetFileError listing every problem."""
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
+    except YamlRefused as exc:
+        raise FleetFileError([("", exc.message)]) from exc  # the message names the line
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
