@@ -6,14 +6,19 @@ from __future__ import annotations
 import csv
 import html
 import io
+import json
 import logging
 import re
 from uuid import uuid4
 
 import pytest
+from django.contrib import admin as django_admin
 from django.contrib.auth.models import AnonymousUser
+from django.core.checks import run_checks
+from django.core.exceptions import ValidationError
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.core.management import CommandError, call_command
+from django.db import IntegrityError, connection, transaction
 from django.http import QueryDict
 from django.test import Client, RequestFactory
 from django.urls import URLPattern, URLResolver, get_resolver
@@ -21,6 +26,9 @@ from django.urls import URLPattern, URLResolver, get_resolver
 from fleet.core.csvfiles import csv_writer
 from fleet.core.yamlfiles import YamlRefused, load_yaml
 from fleet.fleetfile.document import FleetFileError, parse_text
+from fleet.inventory.admin import DeviceAdmin
+from fleet.inventory.hostnames import hostname_problem
+from fleet.inventory.models import Device
 from fleet.policies.models import ParameterProfile
 from fleet_agent.config import ConfigError as AgentConfigError
 from fleet_agent.config import read_file as read_agent_config
@@ -351,3 +359,120 @@ def test_18_no_other_module_reads_yaml():
         if loaders.search(path.read_text()) and path not in readers
     ]
     assert others == []
+
+
+# --- 17. hostnames ----------------------------------------------------------------------------------
+
+NOT_HOSTNAMES = [
+    "../../../escape-X",
+    "/etc/cron.d/escape",
+    "rack/a00",
+    ".hidden",
+    "-leading-dash",
+    "with space",
+    "tab\there",
+    "trailing-newline\n",
+    "x" * 254,
+    "ünicode",
+]
+HOSTNAMES = ["a00-n00", "node_7.lon-1.example.com", "GPU01", "1", "x" * 253]
+
+
+def _fleet_file(hostname: str) -> str:
+    # JSON's string form is YAML's double-quoted scalar: every hostname written exactly.
+    return (
+        "sites:\n- slug: lon-1\n  satellites: [{name: sat-a}]\n  devices:\n"
+        f"  - {{hostname: {json.dumps(hostname)}, resource_class: gpu.h200.8x}}\n"
+    )
+
+
+def _apply(tmp_path, text: str) -> str:
+    path = tmp_path / "fleet.yaml"
+    path.write_text(text)
+    err = io.StringIO()
+    call_command("apply", "-f", str(path), stdout=io.StringIO(), stderr=err)
+    return err.getvalue()
+
+
+@pytest.mark.parametrize("hostname", NOT_HOSTNAMES)
+def test_17_fleet_apply_refuses_a_hostname_that_is_not_dns_style(db, tmp_path, hostname):
+    with pytest.raises(CommandError, match="nothing was written"):
+        _apply(tmp_path, _fleet_file(hostname))
+    assert Device.objects.count() == 0
+
+
+def test_17_the_refusal_names_the_field_and_the_rule(db, tmp_path):
+    err = io.StringIO()
+    (tmp_path / "f.yaml").write_text(_fleet_file("../../../escape-X"))
+    with pytest.raises(CommandError):
+        call_command("apply", "-f", str(tmp_path / "f.yaml"), stderr=err)
+    assert "sites[0].devices[0].hostname: '../../../escape-X' is not a hostname" in err.getvalue()
+    assert "[A-Za-z0-9][A-Za-z0-9._-]*" in err.getvalue() and "253" in err.getvalue()
+
+
+@pytest.mark.parametrize("hostname", HOSTNAMES)
+def test_17_dns_style_hostnames_are_accepted(db, tmp_path, hostname):
+    _apply(tmp_path, _fleet_file(hostname))
+    assert list(Device.objects.values_list("hostname", flat=True)) == [hostname]
+
+
+@pytest.mark.parametrize("hostname", NOT_HOSTNAMES)
+def test_17_the_model_field_the_admin_form_and_the_database_refuse_it(fleet, rf, hostname):
+    site = fleet.site("lon-1")
+    satellite = fleet.satellite(site, "sat-a")
+    device = Device(site=site, satellite=satellite, hostname=hostname, resource_class=RC)
+    with pytest.raises(ValidationError) as refused:
+        device.full_clean()
+    assert "hostname" in refused.value.message_dict
+    request = rf.post("/admin/inventory/device/add/")
+    request.user = AnonymousUser()
+    form_class = DeviceAdmin(Device, django_admin.site).get_form(request)
+    data = {"site": site.id, "satellite": satellite.id, "hostname": hostname, "resource_class": RC, "state": "staged"}
+    form = form_class(data)
+    # A form strips surrounding whitespace first: "trailing-newline\n" is saved as "trailing-newline".
+    if hostname_problem(hostname.strip()) is None:
+        assert form.is_valid() and form.cleaned_data["hostname"] == hostname.strip()
+    else:
+        assert not form.is_valid() and "hostname" in form.errors
+    with pytest.raises(IntegrityError, match="inventory_device_hostname_format"), transaction.atomic():
+        Device.objects.create(site=site, satellite=satellite, hostname=hostname, resource_class=RC)
+
+
+def _without_the_hostname_constraint() -> None:
+    """A database from before the rule: rows the rule refuses can exist there."""
+    with connection.cursor() as cursor:
+        cursor.execute("ALTER TABLE inventory_device DROP CONSTRAINT IF EXISTS inventory_device_hostname_format")
+
+
+def test_17_certificate_export_writes_only_inside_the_directory_asked_for(fleet, tmp_path):
+    from tests.burnin.certs import evaluate_now, sweep
+
+    _without_the_hostname_constraint()
+    (tmp_path / "abs").mkdir()
+    absolute = str(tmp_path / "abs" / "escape-Y")
+    site = fleet.site("lon-1")
+    satellite = fleet.satellite(site, "sat-a")
+    diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
+    devices = [fleet.device(satellite, RC, hostname=h) for h in ("../../../escape-X", absolute, "n0")]
+    evaluate_now(*(fleet.execution(diag, device=d, metrics={"diag_failed_tests": {"value": 0}}) for d in devices))
+    sweep(satellite)
+    out = tmp_path / "a" / "b" / "c" / "out"
+    err = io.StringIO()
+    with pytest.raises(CommandError, match="2 certificate"):
+        call_command("certificate", "export", "--site", "lon-1", "--dir", str(out), stdout=io.StringIO(), stderr=err)
+    written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
+    assert len(written) == 1 and written[0].startswith("a/b/c/out/n0.")
+    assert "../../../escape-X" in err.getvalue() and absolute in err.getvalue()
+
+
+def test_17_existing_rows_are_reported_by_the_check_and_the_migration_refuses_to_run(fleet):
+    call_command("migrate", "inventory", "0003", verbosity=0)
+    site = fleet.site("lon-1")
+    satellite = fleet.satellite(site, "sat-a")
+    fleet.device(satellite, RC, hostname="../../../escape-X")
+    fleet.device(satellite, RC, hostname="fine-host")
+    reported = [m for m in run_checks(databases=["default"]) if m.id == "inventory.E001"]
+    assert len(reported) == 1 and "lon-1/../../../escape-X" in reported[0].msg and "fine-host" not in reported[0].msg
+    with pytest.raises(CommandError, match=re.escape("lon-1/../../../escape-X")):
+        call_command("migrate", "inventory", verbosity=0)
+    assert Device.objects.filter(hostname="../../../escape-X").exists()  # nothing renamed
