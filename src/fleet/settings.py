@@ -106,6 +106,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: the request id, the request's log line and its metrics (fleet.core.requestlog).
     "fleet.core.requestlog.RequestObservationMiddleware",
+    # A strict Content-Security-Policy on every response, the refusals below included (fleet.core.csp).
+    "fleet.core.csp.ContentSecurityPolicyMiddleware",
     # /healthz, /readyz, /metrics, whatever the Host header and scheme (fleet.core.probes).
     "fleet.core.probes.ProbesMiddleware",
     # Refuses over-long URLs, bodies over the limit and bodies without a length before anything
@@ -288,6 +290,12 @@ SILENCED_SYSTEM_CHECKS = [
     *([] if _env_bool("FLEET_HSTS_INCLUDE_SUBDOMAINS", False) else ["security.W005"]),
     *([] if _env_bool("FLEET_HSTS_PRELOAD", False) else ["security.W021"]),
 ]
+
+# --- Content-Security-Policy (fleet.core.csp; docs/operations.md, "Content Security Policy") ---------
+# The policy itself is fleet.core.csp.DEFAULT_POLICY (CONTENT_SECURITY_POLICY replaces it).
+#: Path prefixes whose pages need one directive wider: the Swagger UI's stylesheet draws its icons
+#: as data: images.
+CONTENT_SECURITY_POLICY_PATHS = {"/api/docs/": {"img-src": "'self' data:"}}
 
 # --- Request bounds (fleet.core.bounds; docs/api.md, "Limits") ------------------------------------
 REQUEST_BOUNDS = {

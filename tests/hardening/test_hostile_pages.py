@@ -476,3 +476,69 @@ def test_17_existing_rows_are_reported_by_the_check_and_the_migration_refuses_to
     with pytest.raises(CommandError, match=re.escape("lon-1/../../../escape-X")):
         call_command("migrate", "inventory", verbosity=0)
     assert Device.objects.filter(hostname="../../../escape-X").exists()  # nothing renamed
+
+
+# --- 20. Content-Security-Policy; no password reset -------------------------------------------------
+
+STRICT = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self'; object-src 'none'; "
+    "frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+)
+
+
+def test_20_every_response_carries_the_strict_policy(person, burnt_in, client):
+    viewer = person(VIEWER)
+    for url in [
+        "/",
+        "/sites/lon-1/",
+        "/sites/lon-1/grid/",
+        "/sites/lon-1/failures.csv",
+        "/sites/lon-1/devices/no-such-host/",
+        "/jobs/?before_at=2020-13-45T00:00:00&before_id=x",
+        "/api/v1/devices/",
+        "/api/v1/nothing-here/",
+        "/api/schema/",
+    ]:
+        assert viewer.get(url)["Content-Security-Policy"] == STRICT, url
+    for url in ["/accounts/login/", "/admin/login/", "/healthz", "/api/v1/devices/?x=%00"]:
+        assert client.get(url)["Content-Security-Policy"] == STRICT, url
+    docs = client.get("/api/docs/")
+    assert docs["Content-Security-Policy"] == STRICT.replace("img-src 'self'", "img-src 'self' data:")
+
+
+#: What a strict policy refuses to run or apply in a page: inline scripts and styles, event-handler
+#: attributes, javascript: URLs, and htmx's eval'd trigger filters and hx-on handlers.
+INLINE = re.compile(
+    r"<script(?![^>]*\bsrc=)[^>]*>|<style\b|\sstyle=|\son[a-z]+=|javascript:|hx-on|hx-trigger=\"[^\"]*\[|hx-vals=\"js:"
+)
+
+
+def test_20_no_template_holds_what_the_policy_would_refuse():
+    found = [
+        f"{path.relative_to(REPO)}: {match.group(0)}"
+        for path in (REPO / "src").rglob("templates/**/*.html")
+        for match in INLINE.finditer(path.read_text())
+    ]
+    assert found == []
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/accounts/password_reset/",
+        "/accounts/password_reset/done/",
+        "/accounts/reset/MQ/set-password/",
+        "/accounts/reset/done/",
+    ],
+)
+def test_20_the_password_reset_views_are_gone(client, db, url):
+    assert client.get(url).status_code == 404
+    assert client.post(url, {"email": "someone@example.com"}).status_code == 404
+
+
+def test_20_people_still_sign_in_and_out(client, user_factory):
+    user_factory(username="op")
+    assert client.get("/accounts/login/").status_code == 200
+    signed_in = client.post("/accounts/login/", {"username": "op", "password": "pw-for-tests"})
+    assert signed_in.status_code == 302 and client.session.get("_auth_user_id")
+    assert client.post("/accounts/logout/").status_code == 302 and not client.session.get("_auth_user_id")
