@@ -285,6 +285,12 @@ def test_every_page_works_under_the_content_security_policy(tab):
     # The live part refreshes: htmx's polling request comes within the 5 s of its trigger.
     with page.expect_request(lambda r: "fragment=progress" in r.url, timeout=LIVE_WAIT_MS):
         pass
+    # Paused, it stops (dashboard.js cancels the polling; it was an eval'd trigger filter).
+    polled = []
+    page.on("request", lambda r: polled.append(r.url) if "fragment=progress" in r.url else None)
+    page.click("[data-pause]")
+    page.wait_for_timeout(6_000)
+    assert polled == [] and page.get_attribute("[data-pause]", "aria-pressed") == "true"
     response = page.goto(visit.base + "/api/docs/")
     assert "img-src 'self' data:" in response.headers["content-security-policy"]
     page.wait_for_selector(".opblock", timeout=LIVE_WAIT_MS)  # the operations are drawn
