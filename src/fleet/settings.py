@@ -106,6 +106,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # First: the request id, the request's log line and its metrics (fleet.core.requestlog).
     "fleet.core.requestlog.RequestObservationMiddleware",
+    # A strict Content-Security-Policy on every response, the refusals below included (fleet.core.csp).
+    "fleet.core.csp.ContentSecurityPolicyMiddleware",
     # /healthz, /readyz, /metrics, whatever the Host header and scheme (fleet.core.probes).
     "fleet.core.probes.ProbesMiddleware",
     # Refuses over-long URLs, bodies over the limit and bodies without a length before anything
@@ -119,6 +121,9 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    # NUL or a lone surrogate in the path (404) or the query (400), for every view at once: text
+    # PostgreSQL cannot store (fleet.core.text). After authentication: the error page names the role.
+    "fleet.core.text.StorableTextMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -286,6 +291,12 @@ SILENCED_SYSTEM_CHECKS = [
     *([] if _env_bool("FLEET_HSTS_PRELOAD", False) else ["security.W021"]),
 ]
 
+# --- Content-Security-Policy (fleet.core.csp; docs/operations.md, "Content Security Policy") ---------
+# The policy itself is fleet.core.csp.DEFAULT_POLICY (CONTENT_SECURITY_POLICY replaces it).
+#: Path prefixes whose pages need one directive wider: the Swagger UI's stylesheet draws its icons
+#: as data: images.
+CONTENT_SECURITY_POLICY_PATHS = {"/api/docs/": {"img-src": "'self' data:"}}
+
 # --- Request bounds (fleet.core.bounds; docs/api.md, "Limits") ------------------------------------
 REQUEST_BOUNDS = {
     "MAX_BODY_BYTES": _env_int("FLEET_MAX_BODY_BYTES", 10 * 1024 * 1024),
@@ -294,6 +305,8 @@ REQUEST_BOUNDS = {
     "BODY_READ_TIMEOUT": _env_float("FLEET_BODY_READ_TIMEOUT", 30),
     "HEADER_READ_TIMEOUT": _env_float("FLEET_HEADER_READ_TIMEOUT", 10),
 }
+#: Bytes a YAML document (a fleet file, a what-if candidate) may have (fleet.core.yamlfiles).
+MAX_YAML_BYTES = _env_int("FLEET_MAX_YAML_BYTES", 8 * 1024 * 1024)
 # Django's own limits agree with ours (form bodies are decoded by Django, not by our parsers).
 DATA_UPLOAD_MAX_MEMORY_SIZE = REQUEST_BOUNDS["MAX_BODY_BYTES"]
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 1000

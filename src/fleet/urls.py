@@ -2,10 +2,11 @@
 and people's login. The only place that knows every app's URLs."""
 
 from django.contrib import admin
+from django.contrib.auth import views as auth_views
 from django.templatetags.static import static
 from django.urls import include, path, re_path
 from django.views.generic import RedirectView
-from drf_spectacular.views import SpectacularSwaggerView
+from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from fleet.core import errors, oauth, schema
 
@@ -20,11 +21,22 @@ api_v1 = [
 
 urlpatterns = [
     path("admin/", admin.site.urls),
-    path("accounts/", include("django.contrib.auth.urls")),
+    # People sign in and out (and change their own password) here. No password reset: it mails a
+    # link and no mail backend is configured (an administrator sets a forgotten password).
+    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     # Only what machines need: the token endpoint and revocation (fleet.core.oauth).
     path("o/", include((oauth.urlpatterns, "oauth2_provider"))),
     path("api/schema/", schema.CachedSchemaView.as_view(), name="schema"),
-    path("api/docs/", SpectacularSwaggerView.as_view(url_name="schema"), name="swagger-ui"),
+    # The split view serves its init script as a file, and the page has no inline style: the
+    # Content-Security-Policy allows neither inline (fleet.core.csp).
+    path(
+        "api/docs/",
+        SpectacularSwaggerSplitView.as_view(url_name="schema", template_name="api_docs/swagger_ui.html"),
+        name="swagger-ui",
+    ),
     path("api/v1/", include(api_v1)),
     # Anything else under /api/ is a JSON 404, whatever DEBUG says.
     re_path(r"^api/", errors.api_not_found),

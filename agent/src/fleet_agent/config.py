@@ -136,6 +136,43 @@ def _is_table(name: str) -> bool:
     return {f.name: f.type for f in fields(AgentConfig)}[name].startswith("dict")
 
 
+#: The service's rule for YAML (fleet.core.yamlfiles), in the agent's own code (it imports nothing
+#: of the service): no anchors or aliases (a few hundred bytes of nested aliases expand to billions
+#: of nodes), a bounded size and depth.
+MAX_CONFIG_BYTES = 1024 * 1024
+MAX_YAML_DEPTH = 64
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    depth = 0
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML has no annotations
+        line = event.start_mark.line + 1
+        if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+            raise ConfigError(f"anchors and aliases are not allowed (line {line})")
+        self.depth += 1
+        try:
+            if self.depth > MAX_YAML_DEPTH:
+                raise ConfigError(f"nested deeper than {MAX_YAML_DEPTH} levels (line {line})")
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def load_yaml(text: str) -> Any:
+    """The document's value, or ConfigError for anchors, aliases, depth or size (the caller says
+    which file)."""
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_CONFIG_BYTES:
+        raise ConfigError(f"the file is {size} bytes; at most {MAX_CONFIG_BYTES} are read")
+    loader = _NoAliasLoader(text)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
 def read_file(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
@@ -143,7 +180,9 @@ def read_file(path: str | Path) -> dict[str, Any]:
     except OSError as exc:
         raise ConfigError(f"config: cannot read {path}: {exc.strerror}") from exc
     try:
-        data = tomllib.loads(text) if path.suffix == ".toml" else yaml.safe_load(text)
+        data = tomllib.loads(text) if path.suffix == ".toml" else load_yaml(text)
+    except ConfigError as exc:
+        raise ConfigError(f"config: {path}: {exc}") from exc
     except (tomllib.TOMLDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"config: {path} is not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {exc}") from exc
     if not isinstance(data, dict):

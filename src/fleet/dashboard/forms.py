@@ -7,9 +7,10 @@ import uuid
 from typing import Any
 
 from django import forms
+from django.core.exceptions import NON_FIELD_ERRORS
 
 from fleet.burnin.reads.failures import FAILURE_ORDERS, NOT_PASSING
-from fleet_rules.vocabulary import PlanningMode, Verdict
+from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
 
 
 class GridFilterForm(forms.Form):
@@ -27,6 +28,39 @@ class FailureFilterForm(forms.Form):
     satellite = forms.CharField(required=False, max_length=100)
     order = forms.ChoiceField(required=False, choices=[(o, o) for o in FAILURE_ORDERS])
     page = forms.IntegerField(required=False, min_value=0, max_value=100_000)
+
+
+class JobsQueryForm(forms.Form):
+    """The jobs list's query: which site and statuses, and the page's keyset (both halves or
+    neither). A parameter it cannot read is a 400 naming it, never a 500 or a silently wider list."""
+
+    site = forms.SlugField(required=False, max_length=100)
+    status = forms.MultipleChoiceField(
+        required=False,
+        choices=[(s, s) for s in JobStatus.values],
+        error_messages={"invalid_choice": f"%(value)s is not a job status ({', '.join(JobStatus.values)})."},
+    )
+    before_at = forms.DateTimeField(
+        required=False,
+        error_messages={"invalid": "Enter a date and time such as 2026-12-03T09:00:00+00:00."},
+    )
+    before_id = forms.UUIDField(required=False, error_messages={"invalid": "Enter a job id (a UUID)."})
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        for given, missing in (("before_at", "before_id"), ("before_id", "before_at")):
+            if data.get(given) and not data.get(missing) and missing not in self.errors:
+                self.add_error(missing, f"Required with {given}: a page of older jobs starts at both.")
+        return data
+
+
+def query_problems(form: forms.Form) -> str:
+    """A query form's errors as one line naming each parameter (`before_at: Enter …`)."""
+    parts = []
+    for name, messages in form.errors.items():
+        text = " ".join(str(m) for m in messages)
+        parts.append(text if name == NON_FIELD_ERRORS else f"{name}: {text}")
+    return "; ".join(parts)
 
 
 #: Selections the rerun form takes besides ticked devices, resolved on the server (so selecting

@@ -8,10 +8,8 @@ view, so a page works without JavaScript and refreshes with it."""
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Iterator
 from dataclasses import fields
-from datetime import datetime
 from typing import Any
 from uuid import UUID
 
@@ -19,7 +17,6 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
 from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.views import View
 
 from fleet.burnin.reads.certificate import certificate_page
@@ -33,9 +30,18 @@ from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
 from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
+from fleet.core.csvfiles import csv_writer
 from fleet.core.exceptions import FleetError, NotFoundError
 from fleet.dashboard import access, charts
-from fleet.dashboard.forms import ALL_FAILED, FailureFilterForm, GridFilterForm, RerunForm, WhatIfForm
+from fleet.dashboard.forms import (
+    ALL_FAILED,
+    FailureFilterForm,
+    GridFilterForm,
+    JobsQueryForm,
+    RerunForm,
+    WhatIfForm,
+    query_problems,
+)
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.whatif import policy_what_if
 from fleet.inventory.identity import actor_label
@@ -175,7 +181,7 @@ class FailuresCsv(access.Page, View):
 
         def lines() -> Iterator[str]:
             out = _Line()
-            writer = csv.writer(out)
+            writer = csv_writer(out)  # neutralises formula-looking text (fleet.core.csvfiles)
             writer.writerow(FAILURES_CSV_COLUMNS)
             yield out.take()
             for row in export.rows():
@@ -296,9 +302,13 @@ class JobsPage(access.Page, View):
     permission_required = access.VIEW_JOBS
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        statuses = [s for s in request.GET.getlist("status") if s in JobStatus.values]
-        site = Site.objects.filter(slug=request.GET.get("site", "")).first()
-        before = _before(request.GET.get("before_at"), request.GET.get("before_id"))
+        form = JobsQueryForm(request.GET)
+        if not form.is_valid():
+            return render(request, "400.html", {"message": query_problems(form)}, status=400)
+        query = form.cleaned_data
+        statuses = query["status"]
+        site = Site.objects.filter(slug=query["site"]).first() if query["site"] else None
+        before = (query["before_at"], query["before_id"]) if query["before_at"] else None
         page = job_page(site_id=site.id if site else None, statuses=statuses, before=before)
         return _page(
             request,
@@ -306,14 +316,6 @@ class JobsPage(access.Page, View):
             {"page": page, "statuses": statuses, "site": site, "all_statuses": JobStatus.values},
             {"jobs": "dashboard/partials/jobs_table.html"},
         )
-
-
-def _before(at: str | None, job_id: str | None) -> tuple[datetime, UUID] | None:
-    moment = parse_datetime(at) if at else None
-    try:
-        return (moment, UUID(job_id)) if moment and job_id else None
-    except ValueError:
-        return None
 
 
 class JobPage(access.Page, View):

@@ -14,6 +14,8 @@ from typing import Any, Literal, TypeVar, overload
 
 import yaml
 
+from fleet.core.yamlfiles import YamlRefused, load_yaml
+from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
 from fleet_rules.vocabulary import (
@@ -304,7 +306,9 @@ def _is_number(value: Any) -> bool:
 def parse_text(text: str) -> FleetDocument:
     """Parse and validate a fleet file; raise FleetFileError listing every problem."""
     try:
-        raw = yaml.safe_load(text)
+        raw = load_yaml(text)
+    except YamlRefused as exc:
+        raise FleetFileError([("", exc.message)]) from exc  # the message names the line
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else ""
@@ -420,7 +424,7 @@ def _read_site(r: _Reader, where: str, raw: Any) -> SiteDecl | None:
             (
                 w,
                 DeviceDecl(
-                    hostname=r.string(dm, "hostname", w, max_length=255),
+                    hostname=_hostname(r, dm, w),
                     serial=r.string(dm, "serial", w, required=False, default="", max_length=128) or "",
                     resource_class=r.string(dm, "resource_class", w, max_length=255),
                     satellite=satellite_ref(dm, w),
@@ -440,6 +444,15 @@ def _read_site(r: _Reader, where: str, raw: Any) -> SiteDecl | None:
         topologies=[t for _, t in topologies],
         devices=[d for _, d in devices],
     )
+
+
+def _hostname(r: _Reader, m: dict[str, Any], where: str) -> str:
+    """A device's hostname, DNS-style (fleet.inventory.hostnames): it names files and URLs."""
+    value = r.string(m, "hostname", where)
+    problem = hostname_problem(value) if value else None
+    if problem is not None:
+        r.problem(f"{where}.hostname", problem)
+    return value
 
 
 def _read_policy(r: _Reader, where: str, raw: Any) -> PolicyDecl | None:

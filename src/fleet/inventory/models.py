@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import Q
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
+from fleet.inventory.hostnames import HOSTNAME_PATTERN, validate_hostname
 from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
 from fleet_rules.vocabulary import DeviceState, TopologyUnit
 
@@ -121,7 +122,9 @@ class Device(TimeStamped):
     id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
     site = models.ForeignKey(Site, on_delete=models.PROTECT, related_name="devices")
     satellite = models.ForeignKey(Satellite, on_delete=models.PROTECT, related_name="devices")
-    hostname = models.CharField(max_length=255)
+    #: DNS-style, at most 253 characters (fleet.inventory.hostnames): it names files and URLs. No
+    #: help_text: it would change the generated OpenAPI of every device read.
+    hostname = models.CharField(max_length=255, validators=[validate_hostname])
     serial = models.CharField(max_length=128, blank=True, default="")
     resource_class = models.CharField(max_length=255)
     state = models.CharField(max_length=32, choices=DeviceState.choices, default=DeviceState.STAGED)
@@ -136,6 +139,9 @@ class Device(TimeStamped):
         ordering = ["site__slug", "hostname"]
         constraints = [
             models.UniqueConstraint(fields=["site", "hostname"], name="inventory_device_unique_hostname"),
+            models.CheckConstraint(
+                condition=Q(hostname__regex=HOSTNAME_PATTERN), name="inventory_device_hostname_format"
+            ),
             choices_check("state", DeviceState, "inventory_device_state_valid"),
         ]
         indexes = [

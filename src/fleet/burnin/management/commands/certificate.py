@@ -14,6 +14,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from fleet.burnin.certificates.reads import envelope, site_certificates
 from fleet.burnin.certificates.signing import published_keys
 from fleet.burnin.certificates.verify import parse_keys, verify_files
+from fleet.core.confinement import OutsideDirectory, file_inside
 from fleet.inventory.models import Site
 from fleet_rules.certificates import canonical
 
@@ -79,11 +80,21 @@ class Command(BaseCommand):
         if site is None:
             raise CommandError(f"no site {slug!r}")
         directory.mkdir(parents=True, exist_ok=True)
-        written = 0
+        written, refused = 0, 0
         for certificate in site_certificates(site):
             hostname = certificate.document["device"]["hostname"]
-            path = directory / f"{hostname}.{certificate.serial}.json"
+            try:
+                # Only a file directly inside the directory asked for, whatever the hostname.
+                path = file_inside(directory, f"{hostname}.{certificate.serial}.json")
+            except OutsideDirectory as exc:
+                self.stderr.write(f"not written: the certificate {certificate.serial} of {hostname!r}: {exc}")
+                refused += 1
+                continue
             # The file is the envelope's own canonical form: any byte changed is a different file.
             path.write_bytes(canonical(envelope(certificate)))
             written += 1
         self.stdout.write(f"wrote {written} certificate(s) of {slug} to {directory}")
+        if refused:
+            raise CommandError(
+                f"{refused} certificate(s) not written: their device's hostname would put the file outside {directory}"
+            )

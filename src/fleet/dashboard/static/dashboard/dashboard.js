@@ -24,8 +24,23 @@
     if (target.matches("[data-select-failing]")) {
       document.querySelectorAll("input[name=device][data-failing]").forEach(function (box) { box.checked = true; });
     }
+    if (target.matches("[data-print]")) {
+      window.print();
+    }
+    if (target.matches("[data-back]") && window.history.length > 1) {
+      event.preventDefault();
+      window.history.back();
+    }
     if (target.matches("[data-select-none]")) {
       document.querySelectorAll("input[name=device]").forEach(function (box) { box.checked = false; });
+    }
+  });
+  // Paused: the live parts' polling requests are cancelled here (a trigger filter such as
+  // `every 5s [!window.fleetPaused]` would need eval, which the Content-Security-Policy forbids).
+  document.addEventListener("htmx:beforeRequest", function (event) {
+    var trigger = (event.detail.elt && event.detail.elt.getAttribute("hx-trigger")) || "";
+    if (window.fleetPaused && /^\s*every\b/.test(trigger)) {
+      event.preventDefault();
     }
   });
   document.addEventListener("htmx:afterSwap", tickAges);
