@@ -306,6 +306,7 @@ PRODUCTION = {
 }
 
 
+@pytest.mark.process
 def test_9_check_deploy_passes_with_production_values():
     env = {**os.environ, **PRODUCTION, "DATABASE_URL": os.environ.get("DATABASE_URL", "postgres://x@127.0.0.1/x")}
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # set by the browser tests for their own process
@@ -320,6 +321,7 @@ def test_9_check_deploy_passes_with_production_values():
     assert done.returncode == 0, done.stdout + done.stderr
 
 
+@pytest.mark.process
 def test_9_https_turns_on_secure_cookies_hsts_and_the_redirect():
     code = (
         "from django.conf import settings as s; import json; print(json.dumps([s.SESSION_COOKIE_SECURE, "
