@@ -23,8 +23,13 @@ CLIENT_SECRET = "s3cret-for-tests-only"
 
 #: Loaded before any test module is imported: `examples(n)` in their `@settings` reads it.
 HYPOTHESIS_PROFILE = hypothesis_profiles.load()
-_spawns = suite.SpawnRecorder()
-_spawns.install()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A plugin, not hooks of this conftest: pytest calls a conftest's fixture hooks only for the
+    # fixtures of nodes below it, and a session fixture's node is the session.
+    if not config.pluginmanager.has_plugin(suite.SpawnCheck.name):
+        config.pluginmanager.register(suite.SpawnCheck(), suite.SpawnCheck.name)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
@@ -37,32 +42,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     suite.refuse_duplicate_ids(items)
     suite.mark_by_fixtures(items)
     suite.group_ids(config, items)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_fixture_setup(fixturedef, request):
-    """Processes a session or module fixture starts are its own, not the first test's that uses it."""
-    if fixturedef.scope == "function":
-        return (yield)
-    with _spawns.paused():
-        return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item):
-    _spawns.begin()
-    return (yield)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item):
-    try:
-        result = yield
-    finally:
-        started = _spawns.end()
-    if started and not suite.starts_something(item):
-        pytest.fail(suite.unmarked_spawn_message(item, started), pytrace=False)
-    return result
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -80,12 +59,6 @@ def pytest_testnodedown(node, error) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for log in STEP_LOGS:
         terminalreporter.write_line(step_summary(log))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_teardown(item: pytest.Item, nextitem: pytest.Item | None):
-    _spawns.end()
-    return (yield)
 
 
 @pytest.fixture(autouse=True)

@@ -42,12 +42,14 @@ MARKERS = {
 }
 
 #: Fixtures that start something, the markers they give every test that uses them (directly or
-#: through another fixture), and the xdist group that keeps their tests on one worker (one
-#: cluster or browser for the run, not one per worker), or None.
+#: through another fixture), and the xdist group that keeps their tests on one worker (one browser
+#: for the run, not one per worker), or None. `{module}` in a group is the test's module: each
+#: Slurm module runs on one worker with a private cluster of its own (free ports, its own folder),
+#: the two modules side by side (one after the other they were the run's longest part).
 FIXTURE_MARKERS: dict[str, tuple[tuple[str, ...], str | None]] = {
     "chromium": (("browser", "e2e"), "browser"),
     "stack": (("e2e",), None),
-    "slurm": (("slurm",), "slurm"),
+    "slurm": (("slurm",), "slurm-{module}"),
 }
 
 _SPAWN_EVENTS = frozenset(
@@ -66,7 +68,8 @@ def mark_by_fixtures(items: list[pytest.Item]) -> None:
                 if item.get_closest_marker(name) is None:
                     item.add_marker(name)
             if group is not None and item.get_closest_marker("xdist_group") is None:
-                item.add_marker(pytest.mark.xdist_group(group))
+                module = item.module.__name__.rsplit(".", 1)[-1] if getattr(item, "module", None) else ""
+                item.add_marker(pytest.mark.xdist_group(group.format(module=module)))
 
 
 def group_ids(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -111,7 +114,7 @@ class SpawnRecorder:
         sys.addaudithook(self._hook)
 
     def _hook(self, event: str, args: tuple[Any, ...]) -> None:
-        if not self._on or self._paused or event not in _SPAWN_EVENTS:
+        if not self._on or self._paused or event not in _SPAWN_EVENTS or _looking_up_a_library():
             return
         self.started.append(_describe(event, args))
 
@@ -133,6 +136,17 @@ class SpawnRecorder:
             self._paused -= 1
 
 
+def _looking_up_a_library() -> bool:
+    """`ctypes.util.find_library` runs ldconfig and gcc: an import looking for a shared library (the
+    first import of `django.contrib.gis` does, in whichever test needs it first), not a test's process."""
+    frame = sys._getframe(2)
+    while frame is not None:
+        if frame.f_globals.get("__name__") == "ctypes.util":
+            return True
+        frame = frame.f_back
+    return False
+
+
 def _describe(event: str, args: tuple[Any, ...]) -> str:
     if event == "subprocess.Popen" and len(args) >= 2:
         argv = args[1]
@@ -151,3 +165,41 @@ def unmarked_spawn_message(item: pytest.Item, started: list[str]) -> str:
         f"{', '.join(MARKERS)}: mark it (pytestmark in its module, or a fixture in "
         "tests/support/suite.py FIXTURE_MARKERS), so that `make test-fast` leaves it out"
     )
+
+
+class SpawnCheck:
+    """The check, as a pytest plugin (registered by tests/conftest.py)."""
+
+    name = "fleet-spawn-check"
+
+    def __init__(self) -> None:
+        self.recorder = SpawnRecorder()
+        self.recorder.install()
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_fixture_setup(self, fixturedef: pytest.FixtureDef[Any], request: pytest.FixtureRequest):
+        """What a session or module fixture starts is its own, not the first test's that uses it."""
+        if fixturedef.scope == "function":
+            return (yield)
+        with self.recorder.paused():
+            return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_setup(self, item: pytest.Item):
+        self.recorder.begin()
+        return (yield)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_call(self, item: pytest.Item):
+        try:
+            result = yield
+        finally:
+            started = self.recorder.end()
+        if started and not starts_something(item):
+            pytest.fail(unmarked_spawn_message(item, started), pytrace=False)
+        return result
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_teardown(self, item: pytest.Item, nextitem: pytest.Item | None):
+        self.recorder.end()
+        return (yield)
