@@ -8,7 +8,19 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-slow lint bench clean
+.PHONY: install run test test-fast test-slow lint bench clean
+
+# pytest-xdist workers (docs/reliability.md, "The suite"): most of the suite's time is spent waiting
+# on processes it started (servers, agents, Slurm, a browser), so more workers than cores pay.
+# `make test PYTEST_WORKERS=0` runs in one process. --dist loadgroup keeps the tests that share a
+# Slurm cluster, a browser, a private PostgreSQL or the schemathesis count on one worker.
+# make test-fast is CPU-bound (no process to wait on): fewer workers there, each of which also
+# collects the suite and migrates its own test database.
+PYTEST_WORKERS ?= 4
+FAST_WORKERS ?= 3
+XDIST = --dist loadgroup
+# The tests that start no process and no browser (markers in pyproject.toml, tests/support/suite.py).
+FAST = not browser and not e2e and not slurm and not faults and not slow and not process
 
 $(STAMP): pyproject.toml agent/pyproject.toml rules/pyproject.toml constraints/constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -22,7 +34,11 @@ run: $(STAMP)
 	$(BIN)/fleet demo --host $(HOST) --port $(PORT)
 
 test: lint
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(XDIST) $(PYTEST_ARGS)
+
+# Everything that starts no process and no browser, without the lint: the quick loop while working.
+test-fast: $(STAMP)
+	$(BIN)/pytest -n $(FAST_WORKERS) $(XDIST) -m "$(FAST)" $(PYTEST_ARGS)
 
 # The slow part of the reliability suite (docs/reliability.md): schemathesis over every operation
 # with many more generated cases (at least 1,000 per seed operation). `.ci/run` runs it after `make test`.

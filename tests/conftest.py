@@ -1,10 +1,13 @@
-"""Shared fixtures: API clients, real OAuth2 clients and tokens, and small builders."""
+"""Shared fixtures: API clients, real OAuth2 clients and tokens, and small builders; the suite's
+Hypothesis profile, the markers the process-starting fixtures give their tests, and the check that
+no unmarked test starts a process (tests/support/suite.py)."""
 
 from __future__ import annotations
 
 import base64
 import gc
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -13,8 +16,49 @@ from rest_framework.test import APIClient
 
 from tests.builders import FleetBuilder
 from tests.schema_validation import ValidatingAPIClient
+from tests.slurm.cluster import STEP_LOGS, step_summary
+from tests.support import hypothesis_profiles, suite
 
 CLIENT_SECRET = "s3cret-for-tests-only"
+
+#: Loaded before any test module is imported: `examples(n)` in their `@settings` reads it.
+HYPOTHESIS_PROFILE = hypothesis_profiles.load()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A plugin, not hooks of this conftest: pytest calls a conftest's fixture hooks only for the
+    # fixtures of nodes below it, and a session fixture's node is the session.
+    if not config.pluginmanager.has_plugin(suite.SpawnCheck.name):
+        config.pluginmanager.register(suite.SpawnCheck(), suite.SpawnCheck.name)
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    return f"hypothesis profile: {HYPOTHESIS_PROFILE} (${hypothesis_profiles.ENV}, ci under CI)"
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # First, so that xdist's own hook (which sorts by group under --dist loadgroup) sees the groups.
+    suite.refuse_duplicate_ids(items)
+    suite.mark_by_fixtures(items)
+    suite.group_ids(config, items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    # A pytest-xdist worker hands its Slurm step logs to the controller, which prints the summary.
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if workeroutput is not None:
+        workeroutput["slurm_step_logs"] = [str(log) for log in STEP_LOGS]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    STEP_LOGS.extend(Path(log) for log in getattr(node, "workeroutput", {}).get("slurm_step_logs", []))
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    for log in STEP_LOGS:
+        terminalreporter.write_line(step_summary(log))
 
 
 @pytest.fixture(autouse=True)

@@ -45,6 +45,7 @@ def run(parameters: dict[str, Any] | None = None, *, test: str = "t", targets: t
     )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("fixture", "parser"),
     [
@@ -65,6 +66,7 @@ def test_a_tool_that_succeeds_reports_the_metrics_its_parser_reads(fixture: str,
     assert outcome.started_at.tzinfo is UTC and outcome.started_at <= outcome.finished_at
 
 
+@pytest.mark.process
 def test_the_template_is_filled_with_target_identity_and_job_parameters() -> None:
     template = (
         "sh -c 'echo \"$1|$2|$3|$4|$5|$6\" >&2; exit 7' sh "
@@ -77,12 +79,14 @@ def test_the_template_is_filled_with_target_identity_and_job_parameters() -> Non
     assert outcome.error == "sh exited with status 7: a01-n01|a01-n01,a01-n02,a01-n03|0d6c5b0e-0001|rack-a01|3|2"
 
 
+@pytest.mark.process
 def test_a_parameter_cannot_override_the_target_hostname() -> None:
     outcome = executor("sh -c 'echo \"$1\" >&2; exit 1' sh {hostname}").run(run({"hostname": "elsewhere"}), attempt=1)
 
     assert outcome.error == "sh exited with status 1: a01-n01"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("parameters", "template", "printed"),
     [
@@ -104,6 +108,7 @@ def test_parameters_become_arguments_without_a_shell(parameters: dict[str, Any],
     assert outcome.error == f"sh exited with status 1: {printed}"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("template", "error"),
     [
@@ -121,6 +126,7 @@ def test_a_tool_that_fails_is_an_errored_outcome_with_the_tail_of_its_output(tem
     assert outcome.metrics == {}
 
 
+@pytest.mark.process
 def test_the_error_keeps_only_the_tail_of_a_long_stderr() -> None:
     template = "sh -c 'for i in $(seq 1 200); do echo line-$i >&2; done; exit 1'"
 
@@ -132,6 +138,7 @@ def test_the_error_keeps_only_the_tail_of_a_long_stderr() -> None:
     assert len(outcome.error) < 1100
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     "template",
     [f"{sys.executable} -c 'import time; time.sleep(5)'", "sh -c 'sleep 5; echo late'"],
@@ -146,12 +153,14 @@ def test_a_tool_that_runs_past_the_timeout_is_ended_with_its_children(template: 
     assert outcome.error is not None and "timed out after 0.2 s" in outcome.error
 
 
+@pytest.mark.process
 def test_a_sleeping_tool_times_out() -> None:
     outcome = executor("sleep 5", timeout_s=0.2).run(run(), attempt=1)
 
     assert outcome.error == "sleep timed out after 0.2 s"
 
 
+@pytest.mark.process
 def test_should_stop_ends_a_running_tool() -> None:
     deadline = time.monotonic() + 0.2
 
@@ -163,6 +172,7 @@ def test_should_stop_ends_a_running_tool() -> None:
     assert outcome.error == "interrupted: the agent is stopping (sleep ended)"
 
 
+@pytest.mark.process
 @pytest.mark.parametrize(
     ("template", "test", "error"),
     [
@@ -179,6 +189,7 @@ def test_a_run_that_cannot_start_is_an_errored_outcome(template: str, test: str,
     assert outcome.error is not None and outcome.error.startswith(error)
 
 
+@pytest.mark.process
 def test_output_the_parser_does_not_recognise_is_an_errored_outcome() -> None:
     outcome = executor("echo all good", "dcgm-diag-json").run(run(), attempt=1)
 

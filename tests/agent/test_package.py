@@ -6,6 +6,10 @@ import json
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.process
+
 
 def test_the_agent_imports_no_django_and_nothing_of_the_service():
     script = (

@@ -57,6 +57,8 @@ from schemathesis.specs.openapi.checks import (
 from tests.api.conftest import Seeds
 from tests.schema_validation import TRANSPORT_STATUSES
 
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("schema_fuzz")]
+
 SCHEMA_PATH = "/api/schema/?format=json"
 #: `make test-slow` sets FLEET_FUZZ=slow: the same checks with many more generated cases (at least
 #: 1,000 for each seed operation, counted below), outside the everyday `make test`.

@@ -22,6 +22,7 @@ from fleet.burnin.api.serializers import BurnInEvaluationResultsRequestSerialize
 from fleet.core.parsers import may_be_unstorable, storable_json_problem
 from fleet_rules.vocabulary import Comparator
 from tests.payloads import failing_payload, passing_payload
+from tests.support.hypothesis_profiles import examples
 
 LIMIT = 1000
 
@@ -167,7 +168,8 @@ def serializer_answer(body: Any) -> tuple[bool, Any]:
     return valid, serializer.validated_data.get("results") if valid else serializer.errors
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300), deadline=None)
 @given(valid_bodies)
 def test_valid_bodies_take_the_hot_path_with_the_serializers_answer(body):
     plain = plainly_valid_results(body, limit=LIMIT)
@@ -177,7 +179,8 @@ def test_valid_bodies_take_the_hot_path_with_the_serializers_answer(body):
     assert typed(plain) == typed(answer)
 
 
-@settings(max_examples=1000, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(1000), suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(broken_bodies())
 def test_a_broken_body_is_left_to_the_serializer_unless_the_serializer_takes_it_as_well(body):
     plain = plainly_valid_results(body, limit=LIMIT)
@@ -314,7 +317,8 @@ number_literals = st.from_regex(r"\A-?(0|[1-9][0-9]{0,3})(\.[0-9]{1,3})?([eE][+-
 ).map(lambda digits: "9" * digits + ".5")
 
 
-@settings(max_examples=400, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(400), deadline=None)
 @given(json_values, st.booleans())
 @example({"key": "lone \ud800"}, True)
 @example({"key": "lone \udfff"}, False)
@@ -326,7 +330,8 @@ def test_text_the_parser_does_not_walk_cannot_hold_an_unstorable_value(value, as
         assert may_be_unstorable(text)
 
 
-@settings(max_examples=300, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(number_literals, min_size=1, max_size=3))
 def test_no_number_that_overflows_a_double_escapes_the_walk(literals):
     text = "[" + ",".join(literals) + "]"

@@ -23,6 +23,7 @@ from fleet.policies.models import ThresholdRule
 from fleet_rules.evaluations import ResultItem
 from tests.builders import FleetBuilder, failing_payload, passing_payload, result_item
 from tests.burnin.sweeps import RECONCILE, expected_projection, projection, sweep_api, sweep_service
+from tests.support.hypothesis_profiles import examples
 
 SCOPE = ["burn-in-policy-progress:write"]
 BODY = {"site_slug": "lon-1", "satellite_name": "sat-a", "resource_class": "gpu.h200.8x"}
@@ -146,9 +147,12 @@ def build(spec):
     return site, sats["sat-a"], policy
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 @settings(
-    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    max_examples=examples(25),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(spec=small_fleets())
 def test_any_page_size_gives_the_from_scratch_projection(spec):
@@ -180,9 +184,12 @@ def histories(draw):
     return spec
 
 
+@pytest.mark.slow
 @pytest.mark.django_db
 @settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow]
+    max_examples=examples(40),
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
 )
 @given(spec=histories())
 def test_consecutive_passes_give_the_from_scratch_projection(spec):

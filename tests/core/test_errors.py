@@ -140,6 +140,7 @@ def test_django_level_500_under_api_is_json_without_traceback():
     assert json.loads(response.content) == errors.error_body(errors.SAFE_500_DETAIL, "error")
 
 
+@pytest.mark.process
 def test_database_unreachable_is_503_service_unavailable(tmp_path):
     """A real process whose DATABASE_URL points at a closed port answers 503, not 500."""
     script = (

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -16,6 +17,7 @@ from fleet.core.parsers import (
     _unstorable_number,
     outside_strings,
 )
+from tests.support.hypothesis_profiles import examples
 
 # Strings full of what the checks look for: quotes, backslashes, brackets, digits, exponents.
 tricky = st.text(st.sampled_from(list('"\\[]{}0123456789eE+-.,: NaInfity') + ["é", "\u2028", "\x00"]), max_size=12)
@@ -26,7 +28,8 @@ json_values = st.recursive(
 )
 
 
-@settings(max_examples=500, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=examples(500), deadline=None)
 @given(json_values, st.booleans())
 @example(['a\\"b', "c"], True)
 @example({"k\\": ['"']}, False)
@@ -35,13 +38,13 @@ def test_outside_strings_of_json_text_is_the_expressions(value, ascii_only):
     assert outside_strings(text) == _STRING.sub("", text)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(tricky)
 def test_brackets_are_the_expressions(text):
     assert _brackets(text) == _NOT_BRACKETS.sub("", text)
 
 
-@settings(max_examples=800, deadline=None)
+@settings(max_examples=examples(800), deadline=None)
 @given(
     st.text(st.sampled_from(list("0123456789eE+-.,[]{} NaInfity")), max_size=40)
     | st.integers(295, 305).map("7".__mul__)

@@ -9,10 +9,12 @@ import sys
 import time
 
 import httpx
+import pytest
 
 from tests.helpers import REPO, start_server, stop
 
 
+@pytest.mark.e2e
 def test_fleet_serve_serves_schema_and_offline_swagger_ui(db):
     process, base = start_server()
     try:
@@ -35,6 +37,8 @@ def test_fleet_serve_serves_schema_and_offline_swagger_ui(db):
     assert "granian worker" in output
 
 
+@pytest.mark.e2e
+@pytest.mark.faults
 def test_two_processes_started_at_once_share_one_embedded_server(tmp_path):
     script = (
         "import json, time, django; django.setup()\n"
@@ -70,6 +74,8 @@ def test_two_processes_started_at_once_share_one_embedded_server(tmp_path):
     assert not pidfile.exists(), "the last process to detach must stop the embedded server"
 
 
+@pytest.mark.e2e
+@pytest.mark.faults
 def test_a_killed_process_does_not_keep_the_embedded_server_alive(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in {"DATABASE_URL", "XDG_RUNTIME_DIR"}}
     env.update(
@@ -99,6 +105,7 @@ def test_a_killed_process_does_not_keep_the_embedded_server_alive(tmp_path):
     assert not pidfile.exists(), "the last live process must stop the server despite the killed one"
 
 
+@pytest.mark.e2e
 def test_a_server_started_for_tests_keeps_answering_after_its_log_outgrows_a_pipe(db):
     """The server logs a JSON line per request; the test harness must drain it (a pipe left unread
     fills at 64 KiB and blocks every worker: an end-to-end run once hung for 180 s on this)."""
@@ -112,6 +119,7 @@ def test_a_server_started_for_tests_keeps_answering_after_its_log_outgrows_a_pip
     assert output.count("/api/v1/nothing/") >= 800 and len(output) > 128 * 1024
 
 
+@pytest.mark.process
 def test_a_serve_worker_freezes_what_it_loaded_out_of_the_collectors_walk():
     """`fleet.asgi` (what each granian worker imports) ends by freezing the loaded heap, so full
     collections under load do not re-walk Django and the apps (fleet.core.heap)."""

@@ -86,6 +86,7 @@ def _rename_on_replica(name: str, slug: str, new_name: str) -> None:
         db.execute("UPDATE inventory_site SET name = %s WHERE slug = %s", [new_name, slug])
 
 
+@pytest.mark.process
 @pytest.mark.django_db(transaction=True)
 def test_aggregate_pages_read_the_replica_and_everything_else_the_primary(person, burnt_in, replica):
     # given a replica whose copy of the site has another name

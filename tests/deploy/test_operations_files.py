@@ -60,6 +60,7 @@ def dashboard_expressions() -> list[str]:
     return found
 
 
+@pytest.mark.process
 def test_the_alerting_rules_pass_promtool_check_and_their_unit_tests():
     tool = promtool()
     checked = run(tool, "check", "rules", str(ALERTS))
@@ -84,6 +85,7 @@ def test_every_dashboard_expression_names_an_exported_metric(exported):
         assert names <= exported, f"{expr!r} names {sorted(names - exported)}, which nothing exports"
 
 
+@pytest.mark.process
 def test_every_dashboard_expression_is_valid_promql(tmp_path):
     tool = promtool()
     queries = [

@@ -8,11 +8,15 @@ import signal
 import time
 from collections import Counter
 
+import pytest
+
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.jobs.models import Job, JobDevice
 from fleet.policies.models import Requirement
 from fleet_agent.executors.simulated import SimulatedExecutor
 from tests.e2e.conftest import log_lines, sat_a_devices
+
+pytestmark = pytest.mark.e2e
 
 FAULTY_SHARE = 0.3
 

@@ -6,11 +6,14 @@ import re
 import subprocess
 import sys
 
+import pytest
 from django.conf import global_settings
 
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.jobs.models import JobDevice
 from tests.helpers import REPO, fleet_env, free_port
+
+pytestmark = pytest.mark.e2e
 
 
 def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settings, tmp_path):

@@ -19,6 +19,8 @@ from fleet_rules.vocabulary import IsolationStatus, JobReason
 from tests.helpers import REPO, fleet_env
 from tests.support.stack import running_stack
 
+pytestmark = pytest.mark.e2e
+
 BAD = "a01-n06"
 RACK_FLEET = (
     """

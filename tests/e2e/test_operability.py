@@ -21,6 +21,8 @@ from tests.e2e.conftest import sat_a_devices
 from tests.helpers import REPO, fleet_env, free_port, start_server, stop
 from tests.support.tcp_proxy import TcpProxy
 
+pytestmark = pytest.mark.e2e
+
 
 def samples(text: str) -> dict[tuple[str, frozenset], float]:
     return {
@@ -48,6 +50,7 @@ def wait_for(predicate, timeout: float = 30.0, step: float = 0.2):
     raise AssertionError(f"not within {timeout} s")
 
 
+@pytest.mark.faults
 def test_a_database_outage_seen_from_two_workers_probes_metrics_and_logs(transactional_db, tmp_path: Path):
     params = connection.get_connection_params()
     if str(params.get("host", "")).startswith("/"):

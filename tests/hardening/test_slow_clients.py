@@ -11,6 +11,8 @@ import pytest
 
 from tests.helpers import start_server, stop
 
+pytestmark = pytest.mark.e2e
+
 
 @pytest.mark.django_db(transaction=True)
 def test_a_normal_client_is_served_within_a_second_while_slow_clients_hold_connections():

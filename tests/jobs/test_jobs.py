@@ -105,12 +105,17 @@ def test_a_device_taken_meanwhile_refuses_the_whole_batch(yard):
             [other.id, devices[1].id],
         )
     taker.inc_thread_sharing()  # committed by the timer's thread
-    threading.Timer(1.0, taker.commit).start()
+    committer = threading.Timer(1.0, taker.commit)
+    committer.start()
     specs = [JobSpec(site.id, satellite.id, "SingleNodeBurnInWorkflow", (device.id,), {}) for device in devices[:3]]
     try:
         with pytest.raises(JobRefused, match="taken by another active job"):
             jobs_create(specs=specs, requested_by="test")
     finally:
+        # The insert above is released by the server's COMMIT, possibly before the timer's thread
+        # has read COMMIT's answer: closing the connection under it then broke that read (seen
+        # on a loaded machine with the suite on 4 workers).
+        committer.join(timeout=30)
         taker.close()
     assert set(Job.objects.values_list("id", flat=True)) == {other.id}
     assert list(JobDevice.objects.values_list("device_id", flat=True)) == [devices[1].id]

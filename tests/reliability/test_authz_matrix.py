@@ -43,6 +43,8 @@ from tests.conftest import CLIENT_SECRET, client_credentials_app, fetch_token
 from tests.reliability.checksums import changed_tables, table_checksums
 from tests.schema_validation import ValidatingAPIClient, generated_schema
 
+pytestmark = pytest.mark.slow
+
 SATELLITE_SCOPES = [
     "fleet:read",
     "test-execution:report",

@@ -25,6 +25,8 @@ import pytest
 from tests.helpers import REPO, start_server, stop
 from tests.support.private_postgres import PrivatePostgres, unavailable
 
+pytestmark = [pytest.mark.faults, pytest.mark.e2e, pytest.mark.xdist_group("faults")]
+
 STATEMENT_TIMEOUT_S = 3
 LOCK_TIMEOUT_S = 1
 ADMIN_PASSWORD = "fault-tests-Admin-9f3"

@@ -29,6 +29,8 @@ from tests.burnin.sweeps import expected_projection, projection, sweep_service
 from tests.burnin.test_reconcile import evaluate
 from tests.schema_validation import generated_schema
 
+pytestmark = pytest.mark.slow
+
 DEVICES = 24
 
 

@@ -6,6 +6,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.process
+
 PROGRAM = """
 import sys
 import fleet_rules.eligibility, fleet_rules.evaluations, fleet_rules.evidence, fleet_rules.explanations

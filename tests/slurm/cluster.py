@@ -23,9 +23,23 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["SlurmCluster", "SlurmTools"]
+__all__ = ["STEP_LOGS", "SlurmCluster", "SlurmTools", "step_summary"]
 
 _START_TIMEOUT_S = 60.0
+#: The step log of each cluster this process started for the tests (tests/slurm/conftest.py); the
+#: session ends with `step_summary` of them (under pytest-xdist, of every worker's).
+STEP_LOGS: list[Path] = []
+
+
+def step_summary(log: Path) -> str:
+    """How many Slurm jobs, steps and tasks the tests ran on one cluster, from its step log."""
+    lines = [line.split() for line in log.read_text().splitlines() if line.strip()] if log.exists() else []
+    jobs = {line[0].split(".")[0] for line in lines}
+    steps = {line[0] for line in lines}
+    return (
+        f"slurm: the tests ran {len(jobs)} Slurm job(s), {len(steps)} step(s), {len(lines)} task(s) "
+        f"on nodes {', '.join(sorted({line[1] for line in lines})) or '-'}"
+    )
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.slurm.cluster import SlurmCluster, SlurmTools
+from tests.slurm.cluster import STEP_LOGS, SlurmCluster, SlurmTools
 from tests.support.stack import stack  # noqa: F401 - the end-to-end stack fixture, shared with tests/e2e
 from tests.support.system import require_tool
 
@@ -27,7 +27,6 @@ PACKAGES = "slurm-wlm munge"
 WHY = "the Slurm executor tests"
 REPLAY = Path(__file__).parent / "tools" / "replay"
 FIXTURES = Path(__file__).parents[1] / "agent" / "fixtures"
-_step_logs: list[Path] = []
 
 
 @dataclass(frozen=True)
@@ -90,20 +89,9 @@ def slurm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Slurm]:
             pytest.fail(message, pytrace=False)
         pytest.skip(message)
     step_log = root / "steps.log"
-    _step_logs.append(step_log)
+    STEP_LOGS.append(step_log)
     try:
         yield Slurm(cluster, step_log, root / "work")
     finally:
         cluster.stop()
         shutil.rmtree(cluster_root, ignore_errors=True)
-
-
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    for log in _step_logs:
-        lines = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
-        jobs = {line[0].split(".")[0] for line in lines}
-        steps = {line[0] for line in lines}
-        terminalreporter.write_line(
-            f"slurm: the tests ran {len(jobs)} Slurm job(s), {len(steps)} step(s), {len(lines)} task(s) "
-            f"on nodes {', '.join(sorted({line[1] for line in lines})) or '-'}"
-        )
