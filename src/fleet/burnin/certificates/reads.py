@@ -183,6 +183,13 @@ _VALID = (
     "coalesce(cur.present AND cur.superseded_at IS NULL"
     " AND (cur.valid_until IS NULL OR cur.valid_until > %(now)s), false)"
 )
+#: What the site's certification statements are written with.
+_CERTIFIED_FRAGMENTS = {
+    "certificate": AcceptanceCertificate._meta.db_table,
+    "enrolled": enrolled_sql("d"),
+    "latest": _LATEST,
+    "valid": _VALID,
+}
 
 
 class ClassRow(NamedTuple):
@@ -207,10 +214,7 @@ LEFT JOIN LATERAL (SELECT min(c.issued_at) AS first FROM {certificate} c WHERE c
 WHERE d.site_id = %(site)s AND {enrolled}
 GROUP BY d.resource_class ORDER BY d.resource_class
 """,
-        certificate=AcceptanceCertificate._meta.db_table,
-        enrolled=enrolled_sql("d"),
-        latest=_LATEST,
-        valid=_VALID,
+        **_CERTIFIED_FRAGMENTS,
     ),
     ClassRow,
     example=lambda: {"site": uuid4(), "now": timezone.now(), "slowest": SLOWEST},
@@ -236,10 +240,7 @@ SELECT id, hostname, resource_class, enrolled_at FROM (
     WHERE d.site_id = %(site)s AND {enrolled} AND NOT {valid}
 ) ranked WHERE n <= %(slowest)s ORDER BY resource_class, enrolled_at, hostname
 """,
-        certificate=AcceptanceCertificate._meta.db_table,
-        enrolled=enrolled_sql("d"),
-        latest=_LATEST,
-        valid=_VALID,
+        **_CERTIFIED_FRAGMENTS,
     ),
     SlowRow,
     example=lambda: {"site": uuid4(), "now": timezone.now(), "slowest": SLOWEST},
