@@ -15,6 +15,7 @@ from typing import Any, Literal, TypeVar, overload
 import yaml
 
 from fleet.core.yamlfiles import YamlRefused, load_yaml
+from fleet.fleetfile.durations import duration_parse
 from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
@@ -547,28 +548,14 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
     )
 
 
-DURATION = re.compile(r"^([1-9][0-9]{0,6})([dhms])$")
-DURATION_UNITS = {"d": "days", "h": "hours", "m": "minutes", "s": "seconds"}
-
-
 def _read_duration(r: _Reader, m: dict[str, Any], key: str, where: str) -> timedelta | None:
     value = m.get(key)
     if value is None:
         return None
-    match = DURATION.match(value) if isinstance(value, str) else None
-    if match is None:
+    duration = duration_parse(value)
+    if duration is None:
         r.problem(f"{where}.{key}", f"must be a duration such as 30d, 12h, 90m or 3600s, got {value!r}")
-        return None
-    return timedelta(**{DURATION_UNITS[match.group(2)]: int(match.group(1))})
-
-
-def duration_text(value: timedelta) -> str:
-    """The fleet file's spelling of a duration: the largest unit that divides it."""
-    seconds = int(value.total_seconds())
-    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
-        if seconds % size == 0:
-            return f"{seconds // size}{unit}"
-    return f"{seconds}s"
+    return duration
 
 
 def _read_threshold(r: _Reader, where: str, raw: Any) -> ThresholdDecl | None:

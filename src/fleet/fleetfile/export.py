@@ -12,7 +12,7 @@ from uuid import UUID
 
 import yaml
 
-from fleet.fleetfile.document import duration_text
+from fleet.fleetfile.durations import duration_text
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
 
