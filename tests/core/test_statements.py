@@ -9,6 +9,7 @@ import ast
 import importlib
 import pkgutil
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -129,8 +130,12 @@ def test_two_statements_cannot_share_a_name():
 _LAYER = SRC / "core" / "statements.py"
 
 
-def _sources() -> list[Path]:
-    return [p for p in sorted(SRC.rglob("*.py")) if "migrations" not in p.parts and p != _LAYER]
+def _nodes() -> Iterator[tuple[Path, ast.AST]]:
+    """Every syntax node of the service's modules outside the layer (migrations aside), with its file."""
+    for path in sorted(SRC.rglob("*.py")):
+        if "migrations" not in path.parts and path != _LAYER:
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                yield path, node
 
 
 def _is_identifier_composition(node: ast.expr) -> bool:
@@ -147,17 +152,15 @@ def _is_identifier_composition(node: ast.expr) -> bool:
 
 
 def test_no_sql_text_is_executed_outside_the_statement_layer():
-    offenders = []
-    for path in _sources():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (
-                isinstance(node, ast.Call)
-                and isinstance(node.func, ast.Attribute)
-                and node.func.attr in {"execute", "executemany"}
-                and node.args
-                and not _is_identifier_composition(node.args[0])
-            ):
-                offenders.append(f"{path.relative_to(SRC)}:{node.lineno}")
+    offenders = [
+        f"{path.relative_to(SRC)}:{node.lineno}"
+        for path, node in _nodes()
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in {"execute", "executemany"}
+        and node.args
+        and not _is_identifier_composition(node.args[0])
+    ]
     assert not offenders, f"SQL executed outside fleet.core.statements (register a Statement): {offenders}"
 
 
@@ -165,17 +168,15 @@ _ROW_NAME = re.compile(r"(^|_)rows?$")
 
 
 def test_no_row_is_read_by_position_outside_the_statement_layer():
-    offenders = []
-    for path in _sources():
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if (
-                isinstance(node, ast.Subscript)
-                and isinstance(node.value, ast.Name)
-                and _ROW_NAME.search(node.value.id)
-                and (
-                    isinstance(node.slice, ast.Slice)
-                    or (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int))
-                )
-            ):
-                offenders.append(f"{path.relative_to(SRC)}:{node.lineno} {ast.unparse(node)}")
+    offenders = [
+        f"{path.relative_to(SRC)}:{node.lineno} {ast.unparse(node)}"
+        for path, node in _nodes()
+        if isinstance(node, ast.Subscript)
+        and isinstance(node.value, ast.Name)
+        and _ROW_NAME.search(node.value.id)
+        and (
+            isinstance(node.slice, ast.Slice)
+            or (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int))
+        )
+    ]
     assert not offenders, f"rows read by position (read them by name through a Statement's row type): {offenders}"
