@@ -54,8 +54,10 @@ class FleetBuilder:
             TopologyMembership.objects.create(device=device, topology=topology, unit=topology.unit)
         return device
 
-    def policy(self, resource_class: str = "gpu.h200.8x", version: int = 1) -> AcceptancePolicy:
-        return AcceptancePolicy.objects.create(resource_class=resource_class, version=version)
+    def policy(
+        self, resource_class: str = "gpu.h200.8x", version: int = 1, *, auto_accept: bool = True
+    ) -> AcceptancePolicy:
+        return AcceptancePolicy.objects.create(resource_class=resource_class, version=version, auto_accept=auto_accept)
 
     def requirement(
         self,

@@ -95,6 +95,7 @@ INSTALLED_APPS = [
     "fleet.inventory",
     "fleet.policies",
     "fleet.jobs",
+    "fleet.lifecycle",
     "fleet.burnin",
     "fleet.fleetfile",
     "fleet.access",

@@ -25,6 +25,8 @@ EXEMPT = {REPO / "rules" / "src" / "fleet_rules" / "vocabulary.py", REPO / "src"
 KEY_METHODS = {"get", "pop", "setdefault", "fail"}
 #: Words that are also ordinary English or Python (an `all` in a flag's choices is not a mode).
 TOO_COMMON = {"all"}
+#: A lifecycle cause that is also the job-parameter key of an isolation round (`burnin.executions`).
+TOO_COMMON |= {"isolation"}
 
 
 def _vocabulary_values() -> set[str]:

@@ -17,10 +17,10 @@ FORCE = [*VIEW, "burnin.add_acceptanceoverride"]
 
 @pytest.fixture
 def two_devices(fleet):
-    """n0 certified, n1 not (its diag never ran)."""
+    """n0 certified, n1 not (its diag never ran); the policy leaves acceptance to people."""
     site = fleet.site("lon-1")
     satellite = fleet.satellite(site, "sat-a")
-    diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
+    diag = fleet.requirement(fleet.policy(RC, auto_accept=False), "gpu-diag")
     devices = [fleet.device(satellite, RC, hostname=f"n{i}") for i in range(2)]
     evaluate_now(fleet.execution(diag, device=devices[0], metrics={"diag_failed_tests": {"value": 0}}))
     sweep(satellite)

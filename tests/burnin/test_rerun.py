@@ -16,7 +16,7 @@ from django.test.utils import CaptureQueriesContext
 
 from fleet.jobs.models import Job, JobDevice
 from fleet.jobs.services import JobSpec, job_create
-from fleet.policies.models import ThresholdRule
+from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from tests.burnin.sweeps import sweep_service
 from tests.burnin.test_reconcile import evaluate
 
@@ -349,6 +349,7 @@ def test_the_cohort_is_blocked(bearer, world, trouble):
 
 
 def test_a_passed_rack_is_already_satisfied_unless_mode_all(bearer, world):
+    AcceptancePolicy.objects.filter(id=world.policy.id).update(auto_accept=False)  # certified devices stay eligible
     world.pass_single_node()
     world.result(world.rack_nccl, topology=world.rack)
     world.sweep()

@@ -213,7 +213,7 @@ def test_scrape_time_gauges_take_the_same_queries_at_two_fleet_sizes_and_are_cac
         Job.objects.create(site=site, satellite=satellite, workflow_name="SingleNodeBurnInWorkflow")
     grow(small)
     assert PolicyProgress.objects.count() > 0 and Job.objects.values("site").distinct().count() == 5
-    assert queries() == at_small == 4  # jobs, targets, sweeps, satellites: one each
+    assert queries() == at_small == 6  # jobs, targets, sweeps, satellites, devices by state, breakers: one each
 
     settings.METRICS_CACHE_SECONDS = 60
     queries()
@@ -271,6 +271,7 @@ def test_a_satellite_client_cannot_get_the_metrics_scope(fleet, oauth_client):
 def test_an_operator_client_scrapes_with_at_most_its_owners_permissions(db, user_factory):
     assert set(scrape_permissions()) == {
         "burnin.view_policyprogress",
+        "inventory.view_device",
         "inventory.view_satellite",
         "jobs.view_job",
     }

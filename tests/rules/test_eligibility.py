@@ -19,6 +19,7 @@ TABLE = {
     DeviceState.IN_SERVICE: (True, False),
     DeviceState.MAINTENANCE: (True, True),
     DeviceState.DECOMMISSIONED: (False, False),
+    DeviceState.NEEDS_REPAIR: (True, False),
 }
 
 

@@ -153,6 +153,13 @@ class Decision:
     issue: bool
 
 
+#: The reasons a certificate stops holding (a renewal replaces it with a successor): an accepted
+#: device goes back to burn-in for these (`fleet_rules.lifecycle`).
+LIFTING_REASONS: frozenset[SupersedeReason] = frozenset(
+    {SupersedeReason.FAILED, SupersedeReason.ERRORED, SupersedeReason.EXPIRED, SupersedeReason.POLICY_CHANGED}
+)
+
+
 def decide(
     current: CurrentCertificate | None,
     device: DeviceFacts,

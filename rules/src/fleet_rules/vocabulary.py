@@ -48,10 +48,32 @@ class DeviceState(Vocabulary):
     IN_SERVICE = "in_service"
     MAINTENANCE = "maintenance"
     DECOMMISSIONED = "decommissioned"
+    NEEDS_REPAIR = "needs_repair"  # failed too often, or named by culprit isolation: a repair record brings it back
 
 
 #: States in which burn-in may run on a device; any other state makes it ineligible.
 BURN_IN_STATES: frozenset[DeviceState] = frozenset({DeviceState.STAGED, DeviceState.BURN_IN, DeviceState.MAINTENANCE})
+
+
+class Mover(Vocabulary):
+    """Who may cause a lifecycle transition (`fleet_rules.lifecycle`)."""
+
+    SYSTEM = "system"  # the service itself, as evidence arrives
+    OPERATOR = "operator"  # a person or an operator client, through the API or the dashboard
+    FLEET_FILE = "fleet_file"  # `fleet apply` declaring a state
+
+
+class TransitionCause(Vocabulary):
+    """Why a device's lifecycle state changed, or why an automatic change was held."""
+
+    CERTIFICATE_ISSUED = "certificate_issued"
+    CERTIFICATE_SUPERSEDED = "certificate_superseded"
+    FAILED_TOO_OFTEN = "failed_too_often"
+    ISOLATION = "isolation"
+    REPAIR = "repair"
+    OPERATOR = "operator"
+    FLEET_FILE = "fleet_file"
+    HELD_BY_BREAKER = "held_by_breaker"  # an automatic move the circuit breaker held: the state did not change
 
 
 class TopologyUnit(Vocabulary):
@@ -173,6 +195,13 @@ class ReconcileOutcome(Vocabulary):
 class PlanningMode(Vocabulary):
     NON_PASSING = "non_passing"
     ALL = "all"
+
+
+class RepairRerun(Vocabulary):
+    """What a repair's re-burn-in runs: every requirement again, or only what failed."""
+
+    ALL = "all"
+    FAILED = "failed"
 
 
 class SkipReason(Vocabulary):

@@ -9,6 +9,7 @@ from typing import Any
 from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
 from django.http import Http404, HttpRequest
 
+from fleet.access.roles import OPERATOR
 from fleet.core.exceptions import NotFoundError
 from fleet.core.replica import replica_reads
 
@@ -30,7 +31,7 @@ def role_of(user: Any) -> str:
     if user.is_superuser:
         return "admin"
     if user.has_perm(DISPATCH):
-        return "operator"
+        return OPERATOR
     if user.has_perm(VIEW_PROGRESS):
         return "viewer"
     return "no role"

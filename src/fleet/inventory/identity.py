@@ -22,7 +22,7 @@ from oauth2_provider.settings import oauth2_settings
 from fleet.core.exceptions import PermissionDeniedError
 from fleet.core.permissions import scope_usable
 from fleet.inventory.models import OperatorCredential, Satellite, SatelliteCredential
-from fleet_rules.vocabulary import Vocabulary
+from fleet_rules.vocabulary import Mover, Vocabulary
 
 #: What a satellite's agent needs; operators' own clients may also hold `job:create`.
 SATELLITE_SCOPES = (
@@ -139,7 +139,7 @@ def actor_label(actor: Actor) -> str:
         return actor.get_username()
     if actor is not None and actor.is_authenticated:
         return f"user:{actor.get_username()}"
-    return "system"
+    return Mover.SYSTEM.value
 
 
 def caller_satellite(actor: Actor) -> Satellite | None:

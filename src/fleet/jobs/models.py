@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
-from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, WorkflowName
+from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, Mover, WorkflowName
 
 
 class Job(TimeStamped):
@@ -24,7 +24,7 @@ class Job(TimeStamped):
         "inventory.Topology", on_delete=models.PROTECT, null=True, blank=True, related_name="jobs"
     )
     parameters = models.JSONField(default=dict, blank=True)
-    requested_by = models.CharField(max_length=200, default="system")
+    requested_by = models.CharField(max_length=200, default=Mover.SYSTEM.value)
     reason = models.CharField(max_length=32, default=JobReason.DISPATCH, help_text="dispatch, rerun or manual.")
     claimed_at = models.DateTimeField(null=True, blank=True)
     lease_expires_at = models.DateTimeField(null=True, blank=True)

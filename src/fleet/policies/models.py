@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from django.db import models
 from django.db.models import CharField, F, Func, Q
 from django.db.models.lookups import In
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
+from fleet_rules.lifecycle import BREAKER_SHARE, BREAKER_WINDOW, REPAIR_AFTER_FAILURES
 from fleet_rules.vocabulary import RACK_ACCEPTANCE, Comparator, RequirementScope, TopologyUnit
 
 GATE_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
@@ -28,11 +31,33 @@ class AcceptancePolicy(TimeStamped):
         help_text="When `version` last rose (null: never since it was created). Executions created since "
         "then are the attempts under the current version.",
     )
+    # The lifecycle settings (fleet_rules.lifecycle): what the verdict does to a device.
+    auto_accept = models.BooleanField(
+        default=True, help_text="Move a device to accepted when its certificate is issued (false: an operator accepts)."
+    )
+    repair_after_failures = models.PositiveSmallIntegerField(
+        default=REPAIR_AFTER_FAILURES,
+        help_text="Failures of one target since the device's last repair that send it to needs_repair (0: never).",
+    )
+    breaker_share = models.FloatField(
+        default=BREAKER_SHARE,
+        help_text="Share of a site's enrolled devices of this class that may go to repair automatically within "
+        "breaker_window before the circuit breaker holds the rest.",
+    )
+    breaker_window = models.DurationField(default=BREAKER_WINDOW)
 
     class Meta:
         ordering = ["resource_class"]
         verbose_name_plural = "acceptance policies"
-        constraints = [models.CheckConstraint(condition=Q(version__gte=1), name="policies_policy_version_positive")]
+        constraints = [
+            models.CheckConstraint(condition=Q(version__gte=1), name="policies_policy_version_positive"),
+            models.CheckConstraint(
+                condition=Q(breaker_share__gt=0, breaker_share__lte=1), name="policies_policy_breaker_share_range"
+            ),
+            models.CheckConstraint(
+                condition=Q(breaker_window__gt=timedelta(0)), name="policies_policy_breaker_window_positive"
+            ),
+        ]
 
     def __str__(self) -> str:
         return f"{self.resource_class} v{self.version}"

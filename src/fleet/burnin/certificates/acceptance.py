@@ -13,9 +13,10 @@ from django.utils import timezone
 
 from fleet.burnin.certificates.reads import valid_now
 from fleet.burnin.models import AcceptanceCertificate, AcceptanceOverride
-from fleet.core.exceptions import Conflict, FleetError
+from fleet.core.exceptions import Conflict
 from fleet.inventory.models import Device
-from fleet_rules.vocabulary import DeviceState
+from fleet.lifecycle.services import device_transition
+from fleet_rules.vocabulary import DeviceState, Mover
 
 #: People need this permission to force an acceptance (machine clients need the `job:create` scope).
 OVERRIDE_PERMISSION = "burnin.add_acceptanceoverride"
@@ -56,22 +57,27 @@ class Accepted:
 
 @transaction.atomic
 def device_accept(*, device_id: UUID, actor: str, force: bool = False, reason: str = "") -> Accepted:
-    """Move one device to `accepted` (409 without a valid certificate unless forced; a forced
-    acceptance needs a reason and is recorded)."""
+    """Move one device to `accepted` through the lifecycle service (409 without a valid certificate
+    unless forced, or when the lifecycle table refuses the move; a forced acceptance needs a reason
+    and is recorded)."""
     device = Device.objects.select_for_update().get(id=device_id)
     if device.state == DeviceState.ACCEPTED:
         return Accepted(device, False, None)
+    certified = not uncertified([device.id])
+    if not certified and not force:
+        raise Conflict(refusal(device.hostname))
+    changed = device_transition(
+        device_id=device.id,
+        to=DeviceState.ACCEPTED,
+        mover=Mover.OPERATOR,
+        actor=actor,
+        reason=reason,
+        certified=certified,
+        force=force,
+    )
     override = None
-    if uncertified([device.id]):
-        if not force:
-            raise Conflict(refusal(device.hostname))
-        if not reason.strip():
-            raise FleetError(
-                "A forced acceptance needs a reason.", field_errors={"reason": ["Say why (it is recorded)."]}
-            )
+    if not certified:
         override = AcceptanceOverride.objects.create(
             device=device, actor=actor, reason=reason.strip(), created_at=timezone.now()
         )
-    device.state = DeviceState.ACCEPTED
-    device.save(update_fields=["state", "updated_at"])
-    return Accepted(device, True, override)
+    return Accepted(changed.device, True, override)

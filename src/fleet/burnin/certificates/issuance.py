@@ -24,11 +24,12 @@ from fleet.burnin.tables import sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
 from fleet.core.statements import NoRow, Statement, select_list
 from fleet.inventory.models import Site
+from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
 from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
 from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.resolution import Resolution, Rule, resolve
-from fleet_rules.vocabulary import RequirementScope
+from fleet_rules.vocabulary import DeviceState, RequirementScope, TransitionCause
 
 
 #: Every join is a probe by a unique key (LATERAL … LIMIT 1, or fenced with OFFSET 0) driven by the
@@ -234,6 +235,7 @@ WHERE c.serial = u.serial AND c.superseded_at IS NULL
 #: unique index on current certificates turns ours into a no-op.
 class Issued(NamedTuple):
     device_id: UUID
+    serial: UUID
     first: bool
 
 
@@ -254,7 +256,7 @@ FROM jsonb_to_recordset(%(certificates)s::jsonb)
      AS u(serial uuid, device uuid, site uuid, rc varchar, version int, canonical text, sha256 varchar,
           signature text, previous uuid, until timestamptz)
 ON CONFLICT DO NOTHING
-RETURNING device_id, previous_id IS NULL AS first
+RETURNING device_id, serial, previous_id IS NULL AS first
 """,
         key=CertificateKey._meta.db_table,
         certificate=AcceptanceCertificate._meta.db_table,
@@ -390,16 +392,23 @@ def certificates_refresh(
     loads = _load(devices, topologies)
     supersede: list[tuple[UUID, str]] = []
     issue: list[tuple[DeviceLoad, Newest | None]] = []
+    moves: list[AutomaticMove] = []
     for load in loads.values():
         held = load.newest.current if load.newest else None
         decision = rules.decide(held, load.facts, load.evidence, now=now)
         if decision.supersede is not None and held is not None:
             supersede.append((held.serial, decision.supersede))
+            if decision.supersede in rules.LIFTING_REASONS:
+                moves.append(_lifted(load.facts.id, held.serial, decision.supersede))
         if decision.issue:
             issue.append((load, load.newest))
     with connection.cursor() as cursor:
         SUPERSEDE.run(cursor, {"now": now, "serials": [s for s, _ in supersede], "reasons": [r for _, r in supersede]})
         inserted = ISSUE.rows(cursor, _issue_columns(issue, now))
+    # The lifecycle moves in the same transaction: a certificate exists exactly when its device's
+    # state says so (one more statement, only on pages that issued or superseded).
+    moves += [_accepted(row.device_id, row.serial) for row in inserted]
+    automatic_moves_apply(moves, now=now)
     firsts = {row.device_id for row in inserted if row.first}
     metrics.first_certificates_observed(
         (load.facts.site_slug, load.facts.resource_class, (now - load.facts.enrolled_at).total_seconds())
@@ -407,6 +416,26 @@ def certificates_refresh(
         if load.facts.id in firsts and load.facts.enrolled_at is not None
     )
     return IssuanceCounts(len(inserted), len(supersede))
+
+
+def _lifted(device_id: UUID, serial: UUID, reason: str) -> AutomaticMove:
+    return AutomaticMove(
+        device_id,
+        DeviceState.BURN_IN,
+        TransitionCause.CERTIFICATE_SUPERSEDED,
+        f"certificate {serial} superseded: {reason}",
+        {"certificate": str(serial), "supersede_reason": reason},
+    )
+
+
+def _accepted(device_id: UUID, serial: UUID) -> AutomaticMove:
+    return AutomaticMove(
+        device_id,
+        DeviceState.ACCEPTED,
+        TransitionCause.CERTIFICATE_ISSUED,
+        f"certificate {serial} issued",
+        {"certificate": str(serial)},
+    )
 
 
 def _issue_columns(issue: list[tuple[DeviceLoad, Newest | None]], now: datetime) -> dict[str, Any]:

@@ -1,0 +1,116 @@
+"""The lifecycle table, the repair rule and the breaker, without a database."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from fleet_rules.lifecycle import (
+    TRANSITIONS,
+    breaker_decide,
+    breaker_limit,
+    failed_too_often,
+    needs_certificate,
+    refusal,
+    transition,
+)
+from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, Mover, TransitionCause
+
+S, C, M = DeviceState, TransitionCause, Mover
+
+ALLOWED = {
+    # (from, to): movers that may cause it (the system only for its causes)
+    (S.STAGED, S.BURN_IN): {M.OPERATOR, M.FLEET_FILE},
+    (S.STAGED, S.ACCEPTED): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
+    (S.BURN_IN, S.ACCEPTED): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
+    (S.ACCEPTED, S.BURN_IN): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
+    (S.STAGED, S.NEEDS_REPAIR): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
+    (S.BURN_IN, S.NEEDS_REPAIR): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
+    (S.MAINTENANCE, S.NEEDS_REPAIR): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
+    (S.NEEDS_REPAIR, S.BURN_IN): {M.SYSTEM},
+    (S.MAINTENANCE, S.BURN_IN): {M.SYSTEM},
+    (S.ACCEPTED, S.IN_SERVICE): {M.OPERATOR, M.FLEET_FILE},
+    (S.IN_SERVICE, S.ACCEPTED): {M.OPERATOR, M.FLEET_FILE},
+    (S.IN_SERVICE, S.MAINTENANCE): {M.OPERATOR, M.FLEET_FILE},
+    (S.ACCEPTED, S.MAINTENANCE): {M.OPERATOR, M.FLEET_FILE},
+    (S.NEEDS_REPAIR, S.MAINTENANCE): {M.OPERATOR, M.FLEET_FILE},
+    (S.IN_SERVICE, S.BURN_IN): {M.OPERATOR, M.FLEET_FILE},
+    (S.DECOMMISSIONED, S.STAGED): {M.OPERATOR, M.FLEET_FILE},
+    **{(s, S.DECOMMISSIONED): {M.OPERATOR, M.FLEET_FILE} for s in S if s != S.DECOMMISSIONED},
+}
+SYSTEM_CAUSES = {
+    (S.STAGED, S.ACCEPTED): {C.CERTIFICATE_ISSUED},
+    (S.BURN_IN, S.ACCEPTED): {C.CERTIFICATE_ISSUED},
+    (S.ACCEPTED, S.BURN_IN): {C.CERTIFICATE_SUPERSEDED},
+    (S.STAGED, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION},
+    (S.BURN_IN, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION},
+    (S.MAINTENANCE, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION},
+    (S.NEEDS_REPAIR, S.BURN_IN): {C.REPAIR},
+    (S.MAINTENANCE, S.BURN_IN): {C.REPAIR},
+}
+PERSON_CAUSE = {M.OPERATOR: C.OPERATOR, M.FLEET_FILE: C.FLEET_FILE}
+
+
+@pytest.mark.parametrize(("source", "to"), list(itertools.product(S, S)))
+def test_every_pair_of_states_is_allowed_exactly_as_the_table_says(source, to):
+    for mover in M:
+        causes = SYSTEM_CAUSES.get((source, to), set()) if mover == M.SYSTEM else {PERSON_CAUSE[mover]}
+        for cause in C:
+            expected = mover in ALLOWED.get((source, to), set()) and cause in causes
+            answer = refusal(source, to, mover, cause)
+            assert (answer is None) == expected, (source, to, mover, cause, answer)
+            if answer is not None:
+                assert answer.endswith(".") and len(answer) > 20
+
+
+def test_a_repair_is_the_only_way_out_of_needs_repair_into_burn_in():
+    why = refusal(S.NEEDS_REPAIR, S.BURN_IN, M.OPERATOR, C.OPERATOR)
+    assert why is not None and "repair is recorded" in why and "/repairs/" in why
+
+
+def test_an_impossible_move_names_where_the_device_may_go():
+    why = refusal(S.NEEDS_REPAIR, S.ACCEPTED, M.OPERATOR, C.OPERATOR)
+    assert why is not None
+    assert "cannot move from needs_repair to accepted" in why
+    assert "burn_in" in why and "maintenance" in why and "decommissioned" in why
+
+
+def test_the_table_has_one_row_per_pair():
+    pairs = [(s, row.to) for row in TRANSITIONS for s in row.sources]
+    assert len(pairs) == len(set(pairs))
+
+
+def test_needs_repair_is_not_burn_in_eligible():
+    assert S.NEEDS_REPAIR not in BURN_IN_STATES
+
+
+def test_people_need_a_certificate_to_accept_or_to_put_into_service_and_the_system_does_not():
+    assert needs_certificate(S.BURN_IN, S.ACCEPTED, M.OPERATOR)
+    assert needs_certificate(S.ACCEPTED, S.IN_SERVICE, M.FLEET_FILE)
+    assert not needs_certificate(S.BURN_IN, S.ACCEPTED, M.SYSTEM)
+    assert not needs_certificate(S.IN_SERVICE, S.MAINTENANCE, M.OPERATOR)
+    assert transition(S.NEEDS_REPAIR, S.ACCEPTED) is None
+
+
+@pytest.mark.parametrize(
+    ("failures", "after", "due"), [(2, 3, False), (3, 3, True), (4, 3, True), (1, 1, True), (9, 0, False)]
+)
+def test_a_device_goes_to_repair_on_the_nth_failure_since_its_repair(failures, after, due):
+    assert failed_too_often(failures, after) is due
+
+
+def test_the_breaker_limit_is_a_share_of_the_enrolled_devices_and_at_least_the_minimum():
+    assert breaker_limit(40, share=0.2, minimum=3) == 8
+    assert breaker_limit(10, share=0.2, minimum=3) == 3
+    assert breaker_limit(0, share=0.2, minimum=3) == 3
+
+
+def test_the_breaker_admits_up_to_its_limit_and_holds_the_rest():
+    assert breaker_decide(wanted=2, recent=5, enrolled=40, is_open=False, share=0.2, minimum=3) == (2, 0, False)
+    assert breaker_decide(wanted=5, recent=5, enrolled=40, is_open=False, share=0.2, minimum=3) == (3, 2, True)
+    assert breaker_decide(wanted=1, recent=8, enrolled=40, is_open=False, share=0.2, minimum=3) == (0, 1, True)
+
+
+def test_an_open_breaker_holds_every_move():
+    assert breaker_decide(wanted=1, recent=0, enrolled=40, is_open=True, share=0.2, minimum=3) == (0, 1, False)
