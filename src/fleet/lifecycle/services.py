@@ -38,6 +38,11 @@ _TABLES = {
 }
 
 
+def _sql(template: str, **tables: str) -> str:
+    """A SQL template with table names filled in (constants only; values travel as parameters)."""
+    return template.format(**tables)
+
+
 @dataclass(frozen=True)
 class Changed:
     """What a transition did: the device as it now is, and its history entry (None when nothing
@@ -124,7 +129,8 @@ class Moved(NamedTuple):
 #: and write their history: one statement.
 MOVE = Statement(
     "lifecycle.move",
-    """
+    _sql(
+        """
 WITH wanted AS (
     SELECT * FROM jsonb_to_recordset(%(moves)s::jsonb)
         AS m(device uuid, to_state varchar, cause varchar, sources text, reason text, refs jsonb)
@@ -146,7 +152,9 @@ WITH wanted AS (
     FROM chosen c JOIN moved USING (id)
 )
 SELECT c.id AS device_id, c.from_state, c.to_state, c.cause FROM chosen c JOIN moved USING (id) ORDER BY c.id
-""".format(**_TABLES),
+""",
+        **_TABLES,
+    ),
     Moved,
     example=lambda: {
         "moves": "[]",
