@@ -31,7 +31,7 @@ VERDICT_SIGNS: dict[Verdict, tuple[str, str]] = {
 
 SKIP_EXPLANATIONS: dict[SkipReason, str] = {
     SkipReason.DEVICE_INELIGIBLE: "the device's lifecycle state does not allow burn-in (only staged, burn-in and "
-    "maintenance do), or it is not enrolled",
+    "maintenance do; a device in needs_repair comes back when its repair is recorded), or it is not enrolled",
     SkipReason.WORKFLOW_UNAVAILABLE: "the satellite that runs it does not advertise the workflow (its agent has not "
     "sent a heartbeat with it)",
     SkipReason.POLICY_CHANGED: "the acceptance policy changed since the projection row was written: wait for the "

@@ -160,6 +160,13 @@ def ensure_acts_as_satellite(actor: Actor, satellite: Satellite) -> None:
         raise PermissionDeniedError(f"This client is bound to satellite {own}; it cannot act as {satellite}.")
 
 
+def ensure_not_satellite(actor: Actor) -> None:
+    """Operations on a device's lifecycle are people's (and their clients'): a satellite reports
+    evidence, it never moves devices (403)."""
+    if caller_satellite(actor) is not None:
+        raise PermissionDeniedError("A satellite's client cannot read or change device lifecycles.")
+
+
 def ensure_site_allowed(actor: Actor, site_id: UUID) -> None:
     """A satellite-bound client may act only on its own site (403 otherwise)."""
     restricted = site_restriction(actor)

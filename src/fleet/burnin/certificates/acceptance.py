@@ -15,7 +15,9 @@ from fleet.burnin.certificates.reads import valid_now
 from fleet.burnin.models import AcceptanceCertificate, AcceptanceOverride
 from fleet.core.exceptions import Conflict
 from fleet.inventory.models import Device
+from fleet.lifecycle.models import DeviceStateChange
 from fleet.lifecycle.services import device_transition
+from fleet_rules.lifecycle import needs_certificate
 from fleet_rules.vocabulary import DeviceState, Mover
 
 #: People need this permission to force an acceptance (machine clients need the `job:create` scope).
@@ -55,29 +57,39 @@ class Accepted:
     override: AcceptanceOverride | None
 
 
+@dataclass(frozen=True)
+class Moved:
+    device: Device
+    change: DeviceStateChange | None
+    override: AcceptanceOverride | None
+
+
 @transaction.atomic
-def device_accept(*, device_id: UUID, actor: str, force: bool = False, reason: str = "") -> Accepted:
-    """Move one device to `accepted` through the lifecycle service (409 without a valid certificate
-    unless forced, or when the lifecycle table refuses the move; a forced acceptance needs a reason
-    and is recorded)."""
+def device_move(*, device_id: UUID, to: DeviceState, actor: str, reason: str = "", force: bool = False) -> Moved:
+    """An operator's lifecycle change, checked by the lifecycle table; a move into an accepted state
+    needs the device's valid certificate, or force with a reason (the override is recorded)."""
     device = Device.objects.select_for_update().get(id=device_id)
-    if device.state == DeviceState.ACCEPTED:
-        return Accepted(device, False, None)
-    certified = not uncertified([device.id])
-    if not certified and not force:
-        raise Conflict(refusal(device.hostname))
+    gated = needs_certificate(device.state, to, Mover.OPERATOR)
+    certified = not (gated and uncertified([device.id]))
     changed = device_transition(
-        device_id=device.id,
-        to=DeviceState.ACCEPTED,
-        mover=Mover.OPERATOR,
-        actor=actor,
-        reason=reason,
-        certified=certified,
-        force=force,
+        device_id=device.id, to=to, mover=Mover.OPERATOR, actor=actor, reason=reason, certified=certified, force=force
     )
     override = None
     if not certified:
         override = AcceptanceOverride.objects.create(
             device=device, actor=actor, reason=reason.strip(), created_at=timezone.now()
         )
-    return Accepted(changed.device, True, override)
+    return Moved(changed.device, changed.change, override)
+
+
+@transaction.atomic
+def device_accept(*, device_id: UUID, actor: str, force: bool = False, reason: str = "") -> Accepted:
+    """Move one device to `accepted` (409 without a valid certificate unless forced, or when the
+    lifecycle table refuses the move; a forced acceptance needs a reason and is recorded)."""
+    device = Device.objects.select_for_update().get(id=device_id)
+    if device.state == DeviceState.ACCEPTED:
+        return Accepted(device, False, None)
+    if not force and uncertified([device.id]):
+        raise Conflict(refusal(device.hostname))
+    moved = device_move(device_id=device.id, to=DeviceState.ACCEPTED, actor=actor, reason=reason, force=force)
+    return Accepted(moved.device, True, moved.override)

@@ -19,10 +19,12 @@ from fleet.burnin import metrics
 from fleet.burnin.certificates.issuance import certificates_refresh
 from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets, load_page, reconcile_scope_load
 from fleet.burnin.reconcile.write import SweepRecord, cleanup, page_write, sweep_record
+from fleet.burnin.repair_due import failed_targets_judge
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.identity import Actor
 from fleet_rules.attempts import require_consecutive
 from fleet_rules.verdicts import Derived, RowAction, decide_row, derive_verdict
+from fleet_rules.vocabulary import Verdict
 
 logger = logging.getLogger("fleet.reconcile")
 
@@ -174,11 +176,15 @@ def _page_counted(scope: ReconcileScope, page: ReconcilePage) -> None:
 
 def _certificates_refresh(to_store: list[tuple[TargetRow, Derived]], stored: set[tuple[UUID, UUID]]) -> None:
     """Issue or supersede the certificates of the devices whose rows this page wrote (of a
-    topology row: every device in the topology), in the page's transaction."""
-    written = [target for target, _ in to_store if (target.requirement_id, target.target_id) in stored]
+    topology row: every device in the topology), and send to repair the devices whose targets it
+    wrote as failed too often, in the page's transaction."""
+    written = [(target, derived) for target, derived in to_store if (target.requirement_id, target.target_id) in stored]
     certificates_refresh(
-        device_ids={t.device_id for t in written if t.device_id is not None},
-        topology_ids={t.topology_id for t in written if t.topology_id is not None},
+        device_ids={t.device_id for t, _ in written if t.device_id is not None},
+        topology_ids={t.topology_id for t, _ in written if t.topology_id is not None},
+    )
+    failed_targets_judge(
+        (t.device_id, t.requirement_id) for t, d in written if t.device_id is not None and d.verdict == Verdict.FAILED
     )
 
 

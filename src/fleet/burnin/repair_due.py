@@ -1,0 +1,116 @@
+"""Failing too often sends a device to repair: when a reconcile page writes a device's target as
+failed, count that target's failures since the device's last repair under the current policy
+version (errors do not count: an error is not the hardware failing) and, at the policy's
+`repair_after_failures`, move the device to `needs_repair` behind the circuit breaker — in the
+page's transaction, two statements plus the breaker's, only on pages that wrote a failure."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import NamedTuple
+from uuid import UUID
+
+from django.db import connection
+
+from fleet.burnin.tables import sql
+from fleet.core.statements import Statement
+from fleet.lifecycle.models import Repair
+from fleet.lifecycle.services import AutomaticMove, Guarded, guarded_repair_moves_apply
+from fleet.policies.models import AcceptancePolicy
+from fleet_rules import lifecycle as rules
+from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, ExecutionStatus, TransitionCause
+
+
+class FailureCount(NamedTuple):
+    device_id: UUID
+    requirement_id: UUID
+    requirement_name: str
+    failures: int
+    repair_after_failures: int
+    last_execution_id: UUID | None
+    repaired_at: datetime | None
+
+
+FAILURES = Statement(
+    "burnin.repair_due.failures",
+    sql(
+        """
+SELECT c.device_id, c.requirement_id, r.name AS requirement_name, n.failures, pol.repair_after_failures,
+       n.last_execution_id, rp.repaired_at
+FROM unnest(%(devices)s::uuid[], %(requirements)s::uuid[]) AS c(device_id, requirement_id)
+JOIN {device} d ON d.id = c.device_id
+JOIN {requirement} r ON r.id = c.requirement_id
+JOIN {policy} pol ON pol.id = r.policy_id
+CROSS JOIN LATERAL (
+    SELECT max(rp.created_at) AS repaired_at FROM {repair} rp WHERE rp.device_id = c.device_id
+) rp
+CROSS JOIN LATERAL (
+    SELECT count(*) AS failures, (array_agg(x.id ORDER BY x.created_at DESC))[1] AS last_execution_id
+    FROM {execution} x JOIN {evaluation} ev ON ev.execution_id = x.id
+    WHERE x.requirement_id = c.requirement_id AND x.device_id = c.device_id
+      AND x.status = %(completed)s AND NOT x.diagnostic AND NOT ev.passed
+      AND x.created_at >= COALESCE(pol.version_changed_at, '-infinity')
+      AND x.created_at > COALESCE(rp.repaired_at, '-infinity')
+) n
+WHERE d.state = ANY(%(states)s)
+ORDER BY c.device_id, c.requirement_id
+""",
+        policy=AcceptancePolicy._meta.db_table,
+        repair=Repair._meta.db_table,
+    ),
+    FailureCount,
+    example=lambda: {
+        "devices": [uuid.uuid4()],
+        "requirements": [uuid.uuid4()],
+        "completed": ExecutionStatus.COMPLETED.value,
+        "states": sorted(s.value for s in BURN_IN_STATES),
+    },
+)
+
+
+def repair_moves(counts: Iterable[FailureCount]) -> list[AutomaticMove]:
+    """The devices one of whose targets failed too often (one move per device, its worst target)."""
+    worst: dict[UUID, FailureCount] = {}
+    for count in counts:
+        if not rules.failed_too_often(count.failures, count.repair_after_failures):
+            continue
+        if count.device_id not in worst or count.failures > worst[count.device_id].failures:
+            worst[count.device_id] = count
+    return [
+        AutomaticMove(
+            c.device_id,
+            DeviceState.NEEDS_REPAIR,
+            TransitionCause.FAILED_TOO_OFTEN,
+            f"{c.requirement_name} failed {c.failures} times "
+            f"{'since its repair' if c.repaired_at else 'under the current policy version'} "
+            f"(repair_after_failures {c.repair_after_failures})",
+            {
+                "requirement": c.requirement_name,
+                "requirement_id": str(c.requirement_id),
+                "execution": str(c.last_execution_id) if c.last_execution_id else None,
+                "failures": c.failures,
+            },
+        )
+        for c in worst.values()
+    ]
+
+
+def failed_targets_judge(failed: Iterable[tuple[UUID, UUID]]) -> Guarded:
+    """For the (device, requirement) targets a page just wrote as failed: move the devices that
+    failed too often to repair, behind the breaker."""
+    pairs = sorted(set(failed))
+    if not pairs:
+        return Guarded([], [], [])
+    with connection.cursor() as cursor:
+        counts = FAILURES.rows(
+            cursor,
+            {
+                "devices": [d for d, _ in pairs],
+                "requirements": [r for _, r in pairs],
+                "completed": ExecutionStatus.COMPLETED.value,
+                "states": sorted(s.value for s in BURN_IN_STATES),
+            },
+        )
+    return guarded_repair_moves_apply(repair_moves(counts))

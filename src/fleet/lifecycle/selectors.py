@@ -1,0 +1,31 @@
+"""Reads of the lifecycle: a device's state history (newest first, keyset-paginated by the view)."""
+
+from __future__ import annotations
+
+from uuid import UUID
+
+from django.db.models import QuerySet
+
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.identity import Actor, ensure_not_satellite, ensure_site_allowed
+from fleet.inventory.models import Device
+from fleet.lifecycle.models import DeviceStateChange, Repair
+
+
+def device_for_lifecycle(*, device_id: UUID, actor: Actor) -> Device:
+    """The device, if this caller may see its lifecycle (404 when unknown, 403 for satellites and
+    other sites' clients)."""
+    ensure_not_satellite(actor)
+    device = Device.objects.filter(id=device_id).select_related("site").first()
+    if device is None:
+        raise NotFoundError(f"No device {device_id}.")
+    ensure_site_allowed(actor, device.site_id)
+    return device
+
+
+def device_history(device: Device) -> QuerySet[DeviceStateChange]:
+    return DeviceStateChange.objects.filter(device=device)
+
+
+def device_repairs(device: Device) -> QuerySet[Repair]:
+    return Repair.objects.filter(device=device)
