@@ -17,7 +17,6 @@ api_v1 = [
     path("", include("fleet.inventory.api.urls")),
     path("", include("fleet.policies.api.urls")),
     path("", include("fleet.jobs.api.urls")),
-    path("", include("fleet.lifecycle.api.urls")),
 ]
 
 urlpatterns = [

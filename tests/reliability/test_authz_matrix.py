@@ -87,6 +87,13 @@ NAMES_ITS_SITE = {
 #: ... and so does every operation under a site's path (progress summary, attempts, outliers, diagnoses,
 #: isolation plans).
 SITE_PATH = "/api/v1/burn-in/sites/{site_id}/"
+#: The device lifecycle is people's: a satellite's client is refused even its reads (403), on any site.
+PEOPLE_ONLY = {
+    "/api/v1/devices/{device_id}/history/",
+    "/api/v1/devices/{device_id}/repairs/",
+    "/api/v1/burn-in/sites/{site_id}/repair-queue/",
+    "/api/v1/burn-in/sites/{site_id}/breakers/",
+}
 
 
 @dataclass
@@ -171,6 +178,7 @@ def _path(template: str, w: World) -> str:
         template.replace("{execution_id}", str(w.execution.id))
         .replace("{site_id}", str(w.site.id))
         .replace("{device_id}", str(w.device.id))
+        .replace("{resource_class}", "gpu.h200.8x")
     )
     # No isolation plan exists: every refusal comes before the lookup (the positive control is a 404).
     path = path.replace("{plan_id}", str(uuid4()))
@@ -211,6 +219,9 @@ def _body(method: str, template: str, w: World) -> dict[str, Any] | None:
         "/api/v1/burn-in/sites/{site_id}/rerun-plans/": {"device_ids": [str(w.device.id)]},
         "/api/v1/burn-in/sites/{site_id}/rerun-plans/dispatch/": {"device_ids": [str(w.device.id)]},
         "/api/v1/devices/{device_id}/accept/": {},  # the device holds a certificate: served
+        "/api/v1/devices/{device_id}/transitions/": {"to": "maintenance", "reason": "matrix"},
+        "/api/v1/devices/{device_id}/repairs/": {"summary": "swapped GPU 3"},  # not in repair: a 409
+        "/api/v1/burn-in/sites/{site_id}/breakers/{resource_class}/reset/": {"reason": "matrix"},  # none open: 404
         "/api/v1/jobs/claim/": {"site_slug": "lon-1", "satellite_name": "sat-a"},
         "/api/v1/burn-in/sites/{site_id}/isolation-plans/": {
             "topology_id": str(w.topology.id),
@@ -289,7 +300,12 @@ def expected(operation: Operation, condition: str) -> tuple[int, str | None] | N
         return 403, "permission_denied"  # a satellite's client cannot hold the operators' scope
     if operation.template == "/api/v1/burn-in/evaluations/results/":
         return 200, "invalid"  # counted invalid, nothing written
-    if unsafe or operation.template in NAMES_ITS_SITE or operation.template.startswith(SITE_PATH):
+    if (
+        unsafe
+        or operation.template in NAMES_ITS_SITE
+        or operation.template in PEOPLE_ONLY
+        or operation.template.startswith(SITE_PATH)
+    ):
         return 403, "permission_denied"  # acting as (or on) a satellite or site of another site
     if "{" in operation.template:
         return 404, "not_found"
@@ -396,7 +412,8 @@ def test_every_operation_refuses_every_wrong_caller_as_documented_and_writes_not
     operator = _bearer_client(_superuser_app("operator"), ALL_SCOPES)
     own_satellite = _bearer_client(oauth_client(name="sat-a-client", satellite=w.satellite), SATELLITE_SCOPES)
     for operation in operations:
-        client = operator if "job:create" in operation.scopes else own_satellite
+        people = "job:create" in operation.scopes or operation.template in PEOPLE_ONLY
+        client = operator if people else own_satellite
         if operation.template == "/api/v1/burn-in/executions/{execution_id}/" and operation.method == "PUT":
             w.execution.id = uuid4()  # a fresh report; the stored one is completed
         response = _send(client, operation, w)

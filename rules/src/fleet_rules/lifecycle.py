@@ -114,6 +114,11 @@ def transition(source: DeviceState | str, to: DeviceState | str) -> Transition |
     return None
 
 
+def transition_sources(to: DeviceState) -> frozenset[DeviceState]:
+    """Every state a device may move to `to` from."""
+    return frozenset(s for row in TRANSITIONS if row.to == to for s in row.sources)
+
+
 def refusal(source: DeviceState | str, to: DeviceState | str, mover: Mover, cause: TransitionCause) -> str | None:
     """None when the table allows `mover` to move a device from `source` to `to` for `cause`;
     otherwise the sentence that says which rule refuses it (the 409's message)."""

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from fleet.burnin.api import certificate_views, diagnosis_views, rerun_views, views
+from fleet.burnin.api import certificate_views, diagnosis_views, lifecycle_views, rerun_views, views
 
 urlpatterns = [
     path(
@@ -61,4 +61,22 @@ urlpatterns += [
     ),
     path("burn-in/sites/<uuid:site_id>/diagnoses/", diagnosis_views.SiteDiagnosesView.as_view(), name="diagnoses"),
     path("burn-in/sites/<uuid:site_id>/attempts/", diagnosis_views.TargetAttemptsView.as_view(), name="attempts"),
+]
+
+# --- the device lifecycle ---------------------------------------------------------------------------
+urlpatterns += [
+    path("devices/<uuid:device_id>/history/", lifecycle_views.DeviceHistoryView.as_view(), name="device-history"),
+    path(
+        "devices/<uuid:device_id>/transitions/",
+        lifecycle_views.DeviceTransitionView.as_view(),
+        name="device-transitions",
+    ),
+    path("devices/<uuid:device_id>/repairs/", lifecycle_views.DeviceRepairsView.as_view(), name="device-repairs"),
+    path("burn-in/sites/<uuid:site_id>/repair-queue/", lifecycle_views.RepairQueueView.as_view(), name="repair-queue"),
+    path("burn-in/sites/<uuid:site_id>/breakers/", lifecycle_views.BreakersView.as_view(), name="breakers"),
+    path(
+        "burn-in/sites/<uuid:site_id>/breakers/<str:resource_class>/reset/",
+        lifecycle_views.BreakerResetView.as_view(),
+        name="breaker-reset",
+    ),
 ]

@@ -29,6 +29,7 @@ from fleet.core.locks import lock_in_pk_order
 from fleet.inventory.models import Device, Site, Topology
 from fleet.jobs.models import Job
 from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
+from fleet.lifecycle.services import AutomaticMove, guarded_repair_moves_apply
 from fleet.policies.models import ParameterProfile, Requirement
 from fleet_rules.eligibility import is_enrolled
 from fleet_rules.isolation import (
@@ -44,10 +45,12 @@ from fleet_rules.isolation import (
 from fleet_rules.planning import satisfies
 from fleet_rules.vocabulary import (
     ACTIVE_JOB_STATUSES,
+    DeviceState,
     ExecutionStatus,
     IsolationStatus,
     JobReason,
     RequirementScope,
+    TransitionCause,
     Verdict,
     WorkflowName,
 )
@@ -336,7 +339,7 @@ def _finish(plan: IsolationPlan, state: IsolationState, now) -> None:
     plan.status = IsolationStatus.FOUND if state.culprits else IsolationStatus.INCONCLUSIVE
     plan.finished_at = now
     rounds = state.rounds
-    DeviceDiagnosis.objects.bulk_create(
+    found = DeviceDiagnosis.objects.bulk_create(
         [
             DeviceDiagnosis(
                 device_id=UUID(device_id),
@@ -351,6 +354,20 @@ def _finish(plan: IsolationPlan, state: IsolationState, now) -> None:
             )
             for device_id in state.culprits
         ]
+    )
+    # Named by isolation: the device goes to repair (behind the circuit breaker of its class).
+    guarded_repair_moves_apply(
+        [
+            AutomaticMove(
+                d.device_id,
+                DeviceState.NEEDS_REPAIR,
+                TransitionCause.ISOLATION,
+                f"culprit isolation: {d.finding}",
+                {"diagnosis_plan": str(plan.id), "requirement": plan.requirement.name, "topology": plan.topology.label},
+            )
+            for d in found
+        ],
+        now=now,
     )
 
 

@@ -1,0 +1,132 @@
+"""Schemas of the lifecycle's write endpoints and the repair queue."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from fleet.core.fields import StrictBooleanField, StrictCharField, StrictChoiceField
+from fleet.lifecycle.models import DeviceStateChange
+from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause
+
+#: Bounds of a repair record: a server has at most a few dozen replaceable parts.
+MAX_PARTS = 64
+
+
+class DeviceStateChangeSerializer(serializers.ModelSerializer):
+    from_state = serializers.ChoiceField(choices=DeviceState.choices)
+    to_state = serializers.ChoiceField(choices=DeviceState.choices)
+    cause = serializers.ChoiceField(choices=TransitionCause.choices)
+    held = serializers.BooleanField(help_text="An automatic move the circuit breaker held: the state did not change.")
+    actor = serializers.CharField(help_text="user:NAME for a person, the client's name, or system.")
+    refs = serializers.DictField(
+        help_text="Ids the change refers to: certificate, supersede_reason, repair, diagnosis, requirement, jobs."
+    )
+
+    class Meta:
+        model = DeviceStateChange
+        fields = ["id", "from_state", "to_state", "at", "actor", "cause", "held", "reason", "refs"]
+
+
+class TransitionRequestSerializer(serializers.Serializer):
+    to = StrictChoiceField(choices=DeviceState.choices, help_text="The state to move the device to.")
+    reason = StrictCharField(required=False, default="", allow_blank=True, max_length=2000)
+    force = StrictBooleanField(
+        required=False,
+        default=False,
+        help_text="Into accepted or in_service without a valid certificate (needs `burnin.add_acceptanceoverride` "
+        "and a reason; recorded).",
+    )
+
+
+class TransitionResponseSerializer(serializers.Serializer):
+    device_id = serializers.UUIDField(source="device.id")
+    state = serializers.ChoiceField(choices=DeviceState.choices, source="device.state")
+    change = DeviceStateChangeSerializer()
+
+
+class RepairPartSerializer(serializers.Serializer):
+    kind = StrictCharField(max_length=64, help_text="gpu, hca, dimm, psu, board, cable, …")
+    slot = StrictCharField(required=False, default="", allow_blank=True, max_length=64)
+    removed_serial = StrictCharField(required=False, default="", allow_blank=True, max_length=128)
+    installed_serial = StrictCharField(required=False, default="", allow_blank=True, max_length=128)
+
+
+class RepairRequestSerializer(serializers.Serializer):
+    summary = StrictCharField(max_length=2000, help_text="What was done.")
+    parts = serializers.ListField(child=RepairPartSerializer(), required=False, default=list, max_length=MAX_PARTS)
+    rerun = StrictChoiceField(
+        choices=RepairRerun.choices,
+        required=False,
+        default=RepairRerun.ALL,
+        help_text="all: the repaired device proves every requirement again; failed: only what failed.",
+    )
+
+
+class RepairSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    device_id = serializers.UUIDField()
+    summary = serializers.CharField()
+    parts = RepairPartSerializer(many=True)
+    actor = serializers.CharField()
+    created_at = serializers.DateTimeField()
+    rerun = serializers.ChoiceField(choices=RepairRerun.choices, source="rerun_mode")
+    job_ids = serializers.ListField(child=serializers.UUIDField())
+
+
+class RepairResponseSerializer(serializers.Serializer):
+    repair = RepairSerializer()
+    state = serializers.ChoiceField(choices=DeviceState.choices, source="device.state")
+    job_ids = serializers.ListField(child=serializers.UUIDField(), source="repair.job_ids")
+    skipped = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="Why requirements of the re-burn-in were not dispatched (e.g. the satellite lacks the workflow).",
+    )
+
+
+class RepairListSerializer(serializers.Serializer):
+    results = RepairSerializer(many=True, help_text="Newest first, at most 100.")
+
+
+class RepairQueueEntrySerializer(serializers.Serializer):
+    device_id = serializers.UUIDField()
+    hostname = serializers.CharField()
+    serial = serializers.CharField()
+    resource_class = serializers.CharField()
+    since = serializers.DateTimeField(help_text="When it went to needs_repair.")
+    cause = serializers.CharField(help_text="failed_too_often, isolation, operator or fleet_file.")
+    reason = serializers.CharField()
+    requirement = serializers.CharField(allow_null=True)
+    failures = serializers.IntegerField(allow_null=True, help_text="Failures since its last repair.")
+    execution_id = serializers.UUIDField(allow_null=True, help_text="The failing execution that sent it.")
+    measured = serializers.CharField(allow_null=True, help_text="That execution's failing rule: measured vs threshold.")
+
+
+class RepairQueueSerializer(serializers.Serializer):
+    results = RepairQueueEntrySerializer(many=True, help_text="Oldest first.")
+    more = serializers.BooleanField(help_text="More devices wait than this page shows (at most `limit`).")
+
+
+class BreakerSerializer(serializers.Serializer):
+    id = serializers.UUIDField()
+    resource_class = serializers.CharField()
+    open = serializers.BooleanField()
+    opened_at = serializers.DateTimeField()
+    detail = serializers.CharField()
+    closed_at = serializers.DateTimeField(allow_null=True)
+    closed_by = serializers.CharField()
+    close_reason = serializers.CharField()
+    held = serializers.IntegerField(help_text="Automatic moves to repair it held while open.")
+
+
+class BreakersSerializer(serializers.Serializer):
+    results = BreakerSerializer(many=True, help_text="Open ones first, then the newest closed, at most 100.")
+
+
+class BreakerResetRequestSerializer(serializers.Serializer):
+    reason = StrictCharField(max_length=2000, help_text="Why it is safe to let automatic moves through again.")
+
+
+class BreakerResetResponseSerializer(serializers.Serializer):
+    breaker = BreakerSerializer()
+    moved = serializers.ListField(child=serializers.UUIDField(), help_text="Held devices sent to repair now.")
+    held = serializers.ListField(child=serializers.UUIDField(), help_text="Held again (the breaker tripped again).")

@@ -1,0 +1,132 @@
+"""The repair queue of a site: devices in `needs_repair`, oldest first, each with why (the
+requirement, its failures since the last repair and the failing rule, or the isolation finding)
+and since when. Two queries whatever the queue's length; at most `limit` devices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import Count, F, OuterRef, Subquery
+from django.db.models.functions import Coalesce, Now
+
+from fleet.burnin.models import EvaluationResult
+from fleet.inventory.models import Device, Site
+from fleet.lifecycle.models import Breaker, DeviceStateChange
+from fleet_rules.vocabulary import DeviceState
+
+QUEUE_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class QueuedDevice:
+    device_id: UUID
+    hostname: str
+    serial: str
+    resource_class: str
+    since: datetime | None
+    cause: str
+    reason: str
+    requirement: str | None
+    failures: int | None
+    execution_id: UUID | None
+    measured: str | None
+
+
+def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDevice], bool]:
+    """(devices oldest first, whether more wait)."""
+    entered = DeviceStateChange.objects.filter(
+        device=OuterRef("pk"), to_state=DeviceState.NEEDS_REPAIR, held=False
+    ).order_by("-at", "-id")
+    rows = list(
+        Device.objects.filter(site=site, state=DeviceState.NEEDS_REPAIR)
+        .annotate(
+            since=Subquery(entered.values("at")[:1]),
+            cause=Subquery(entered.values("cause")[:1]),
+            reason=Subquery(entered.values("reason")[:1]),
+            refs=Subquery(entered.values("refs")[:1]),
+        )
+        .order_by("since", "hostname")
+        .values("id", "hostname", "serial", "resource_class", "since", "cause", "reason", "refs")[: limit + 1]
+    )
+    more = len(rows) > limit
+    rows = rows[:limit]
+    executions = {_execution(r["refs"]) for r in rows} - {None}
+    reasons = dict(EvaluationResult.objects.filter(execution_id__in=executions).values_list("execution_id", "reason"))
+    queued = []
+    for r in rows:
+        refs: dict[str, Any] = r["refs"] or {}
+        execution_id = _execution(refs)
+        queued.append(
+            QueuedDevice(
+                device_id=r["id"],
+                hostname=r["hostname"],
+                serial=r["serial"],
+                resource_class=r["resource_class"],
+                since=r["since"],
+                cause=r["cause"] or "",
+                reason=r["reason"] or "",
+                requirement=refs.get("requirement"),
+                failures=refs.get("failures"),
+                execution_id=execution_id,
+                measured=reasons.get(execution_id) if execution_id else None,
+            )
+        )
+    return queued, more
+
+
+def _execution(refs: dict[str, Any] | None) -> UUID | None:
+    value = (refs or {}).get("execution")
+    return UUID(value) if value else None
+
+
+@dataclass(frozen=True)
+class BreakerRead:
+    id: UUID
+    resource_class: str
+    open: bool
+    opened_at: datetime
+    detail: str
+    closed_at: datetime | None
+    closed_by: str
+    close_reason: str
+    held: int
+
+
+def site_breakers(site: Site, *, limit: int = QUEUE_LIMIT) -> list[BreakerRead]:
+    """The site's breakers, open ones first, then the newest closed; each with the moves it held
+    (one query)."""
+    held = (
+        DeviceStateChange.objects.filter(
+            held=True,
+            device__site=site,
+            device__resource_class=OuterRef("resource_class"),
+            at__gte=OuterRef("opened_at"),
+        )
+        .filter(at__lte=Coalesce(OuterRef("closed_at"), Now()))
+        .order_by()
+        .values("device__site")
+        .annotate(n=Count("id"))
+        .values("n")
+    )
+    rows = (
+        Breaker.objects.filter(site=site)
+        .annotate(held_count=Coalesce(Subquery(held[:1]), 0))
+        .order_by(F("closed_at").desc(nulls_first=True), "-opened_at")[:limit]
+    )
+    return [
+        BreakerRead(
+            b.id,
+            b.resource_class,
+            b.closed_at is None,
+            b.opened_at,
+            b.detail,
+            b.closed_at,
+            b.closed_by,
+            b.close_reason,
+            b.held_count,
+        )
+        for b in rows
+    ]

@@ -1,0 +1,98 @@
+"""Recording a repair: the device leaves `needs_repair` (or maintenance) for `burn_in`, its
+attempts before the repair stop counting, and its re-burn-in is dispatched through the standard
+job path (every requirement again by default: a repaired device proves everything). Closing a
+circuit breaker re-judges the moves it held."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+from uuid import UUID
+
+from django.db import transaction
+from django.utils import timezone
+
+from fleet.burnin.repair_due import failed_targets_judge
+from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
+from fleet.core.exceptions import Conflict, NotFoundError
+from fleet.inventory.models import Device, Site
+from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
+from fleet.lifecycle.services import Guarded, device_transition
+from fleet_rules import lifecycle as rules
+from fleet_rules.vocabulary import DeviceState, Mover, PlanningMode, RepairRerun, TransitionCause
+
+RERUN_MODES = {RepairRerun.ALL: PlanningMode.ALL, RepairRerun.FAILED: PlanningMode.NON_PASSING}
+
+
+@dataclass(frozen=True)
+class Recorded:
+    repair: Repair
+    device: Device
+    dispatch: DispatchOutcome
+
+
+@transaction.atomic
+def repair_record(
+    *, device_id: UUID, summary: str, parts: Sequence[dict[str, Any]], rerun: RepairRerun, actor: str
+) -> Recorded:
+    """Record a repair of a device in `needs_repair` or `maintenance` (409 otherwise), move it to
+    `burn_in` and dispatch its re-burn-in, in one transaction."""
+    device = Device.objects.select_for_update().select_related("site").get(id=device_id)
+    refused = rules.refusal(device.state, DeviceState.BURN_IN, Mover.SYSTEM, TransitionCause.REPAIR)
+    if refused is not None:
+        raise Conflict(
+            f"{device.hostname} is {device.state}: only a device in needs_repair or maintenance is repaired "
+            "(a repair brings it back to burn-in)."
+        )
+    repair = Repair.objects.create(
+        device=device,
+        summary=summary.strip(),
+        parts=list(parts),
+        actor=actor,
+        created_at=timezone.now(),
+        rerun_mode=rerun,
+    )
+    changed = device_transition(
+        device_id=device.id,
+        to=DeviceState.BURN_IN,
+        mover=Mover.SYSTEM,
+        cause=TransitionCause.REPAIR,
+        actor=actor,
+        reason=summary,
+        refs={"repair": str(repair.id)},
+    )
+    outcome = rerun_dispatch(site=device.site, device_ids=[device.id], mode=RERUN_MODES[rerun], requested_by=actor)
+    repair.job_ids = [str(j.job_id) for j in outcome.created_jobs]
+    repair.save(update_fields=["job_ids"])
+    return Recorded(repair, changed.device, outcome)
+
+
+@dataclass(frozen=True)
+class Reset:
+    breaker: Breaker
+    rejudged: Guarded
+
+
+@transaction.atomic
+def breaker_reset(*, site: Site, resource_class: str, actor: str, reason: str) -> Reset:
+    """Close the open breaker of a site × class (404 when none is open) and judge again the moves it
+    held: each held device still failing too often goes to repair now (behind the closed breaker)."""
+    breaker = (
+        Breaker.objects.select_for_update()
+        .filter(site=site, resource_class=resource_class, closed_at__isnull=True)
+        .first()
+    )
+    if breaker is None:
+        raise NotFoundError(f"No open breaker for {resource_class} at {site.slug}.")
+    breaker.closed_at, breaker.closed_by, breaker.close_reason = timezone.now(), actor, reason.strip()
+    breaker.save(update_fields=["closed_at", "closed_by", "close_reason"])
+    held = DeviceStateChange.objects.filter(
+        held=True,
+        device__site=site,
+        device__resource_class=resource_class,
+        at__gte=breaker.opened_at,
+        device__state__in=[s.value for s in rules.transition_sources(DeviceState.NEEDS_REPAIR)],
+    ).values_list("device_id", "refs")
+    pairs = {(device_id, UUID(refs["requirement_id"])) for device_id, refs in held if refs.get("requirement_id")}
+    return Reset(breaker, failed_targets_judge(pairs))

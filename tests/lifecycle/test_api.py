@@ -1,0 +1,173 @@
+"""The lifecycle's API: history, an operator's transition, repairs (which reset the failure count
+and dispatch the re-burn-in), the repair queue and the circuit breakers."""
+
+from __future__ import annotations
+
+import pytest
+
+from fleet.inventory.models import Device
+from fleet.jobs.models import Job
+from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
+from fleet_rules.vocabulary import DeviceState, WorkflowName
+from tests.burnin.certs import evaluate_now, sweep
+
+RC = "gpu.h200.8x"
+FAIL = {"diag_failed_tests": {"value": 2}}
+OPERATOR = ["fleet:read", "job:create"]
+
+
+class World:
+    def __init__(self, fleet, devices=3, **policy):
+        self.fleet = fleet
+        self.site = fleet.site("lon-1")
+        self.satellite = fleet.satellite(self.site, "sat-a", workflows=list(WorkflowName.values))
+        self.policy = fleet.policy(RC)
+        for k, v in policy.items():
+            setattr(self.policy, k, v)
+        self.policy.save()
+        self.diag = fleet.requirement(self.policy, "gpu-diag")
+        fleet.profile(RC, "dcgm-diag", {"level": 3})
+        self.devices = [fleet.device(self.satellite, RC, hostname=f"n{i:02d}") for i in range(devices)]
+
+    def fail(self, devices, times=1):
+        for _ in range(times):
+            for device in devices:
+                evaluate_now(self.fleet.execution(self.diag, device=device, metrics=FAIL))
+            sweep(self.satellite)
+
+
+def state(device) -> str:
+    return Device.objects.get(id=device.id).state
+
+
+@pytest.fixture
+def world(fleet):
+    return World(fleet)
+
+
+def test_the_history_lists_every_change_newest_first(world, bearer):
+    world.fail(world.devices[:1], times=3)
+    client = bearer(OPERATOR)
+    move = client.post(
+        f"/api/v1/devices/{world.devices[0].id}/transitions/", {"to": "maintenance", "reason": "RMA"}, format="json"
+    )
+    assert move.status_code == 200, move.content
+    body = client.get(f"/api/v1/devices/{world.devices[0].id}/history/").json()
+    assert [(c["from_state"], c["to_state"], c["cause"]) for c in body["results"]] == [
+        ("needs_repair", "maintenance", "operator"),
+        ("burn_in", "needs_repair", "failed_too_often"),
+    ]
+    assert body["results"][0]["actor"] == "client:automation" and body["results"][0]["reason"] == "RMA"
+    assert body["results"][1]["actor"] == "system" and body["results"][1]["refs"]["failures"] == 3
+
+
+def test_a_refused_transition_is_a_409_naming_the_rule_and_changes_nothing(world, bearer):
+    world.fail(world.devices[:1], times=3)
+    response = bearer(OPERATOR).post(
+        f"/api/v1/devices/{world.devices[0].id}/transitions/", {"to": "burn_in"}, format="json"
+    )
+    assert response.status_code == 409
+    assert "only when a repair is recorded" in response.json()["detail"]
+    assert state(world.devices[0]) == DeviceState.NEEDS_REPAIR
+    assert DeviceStateChange.objects.count() == 1
+
+
+@pytest.mark.parametrize("body", [{"to": "nowhere"}, {"to": 3}, {}, {"to": "maintenance", "force": "yes"}])
+def test_a_bad_transition_request_is_a_400_naming_the_field(world, bearer, body):
+    response = bearer(OPERATOR).post(f"/api/v1/devices/{world.devices[0].id}/transitions/", body, format="json")
+    assert response.status_code == 400, response.content
+    assert {e["field"] for e in response.json()["field_errors"]} <= {"to", "force"}
+
+
+def test_satellites_cannot_read_or_move_lifecycles(world, bearer):
+    satellite = bearer(["fleet:read", "job:run"], satellite=world.satellite, name="sat-a-client")
+    device = world.devices[0]
+    assert satellite.get(f"/api/v1/devices/{device.id}/history/").status_code == 403
+    assert satellite.get(f"/api/v1/burn-in/sites/{world.site.id}/repair-queue/").status_code == 403
+    assert (
+        satellite.post(f"/api/v1/devices/{device.id}/transitions/", {"to": "maintenance"}, format="json").status_code
+        == 403
+    )
+
+
+def test_a_viewer_reads_but_does_not_move(world, session_client):
+    viewer = session_client(perms=["inventory.view_device"], username="viewer")
+    device = world.devices[0]
+    assert viewer.get(f"/api/v1/devices/{device.id}/history/").status_code == 200
+    viewer.get("/accounts/login/")
+    refused = viewer.post(
+        f"/api/v1/devices/{device.id}/transitions/",
+        {"to": "maintenance"},
+        format="json",
+        HTTP_X_CSRFTOKEN=viewer.cookies["csrftoken"].value,
+    )
+    assert refused.status_code == 403 and state(device) == DeviceState.BURN_IN
+
+
+def test_a_repair_brings_the_device_back_dispatches_its_reburn_in_and_restarts_the_count(world, bearer):
+    device = world.devices[0]
+    world.fail([device], times=3)
+    client = bearer(OPERATOR)
+    parts = [{"kind": "gpu", "slot": "3", "removed_serial": "1652", "installed_serial": "1653"}]
+    response = client.post(
+        f"/api/v1/devices/{device.id}/repairs/", {"summary": "swapped GPU 3", "parts": parts}, format="json"
+    )
+    assert response.status_code == 201, response.content
+    body = response.json()
+    assert body["state"] == "burn_in" and body["repair"]["parts"] == parts and body["repair"]["rerun"] == "all"
+    (job,) = Job.objects.all()
+    assert body["job_ids"] == [str(job.id)] and list(job.job_devices.values_list("device_id", flat=True)) == [device.id]
+    repair = Repair.objects.get()
+    assert DeviceStateChange.objects.filter(device=device).first().refs == {"repair": str(repair.id)}
+    # the three failures before the repair no longer count: two more keep it in burn-in, a third sends it back
+    world.fail([device], times=2)
+    assert state(device) == DeviceState.BURN_IN
+    world.fail([device])
+    assert state(device) == DeviceState.NEEDS_REPAIR
+    assert client.get(f"/api/v1/devices/{device.id}/repairs/").json()["results"][0]["id"] == str(repair.id)
+
+
+def test_only_a_device_in_repair_or_maintenance_is_repaired(world, bearer):
+    response = bearer(OPERATOR).post(
+        f"/api/v1/devices/{world.devices[0].id}/repairs/", {"summary": "nothing wrong"}, format="json"
+    )
+    assert response.status_code == 409 and "only a device in needs_repair or maintenance" in response.json()["detail"]
+    assert not Repair.objects.exists() and not Job.objects.exists()
+
+
+def test_the_repair_queue_lists_devices_oldest_first_with_why(world, bearer):
+    world.fail(world.devices[1:2], times=3)
+    world.fail(world.devices[0:1], times=3)
+    body = bearer(OPERATOR).get(f"/api/v1/burn-in/sites/{world.site.id}/repair-queue/").json()
+    assert [e["hostname"] for e in body["results"]] == ["n01", "n00"] and body["more"] is False
+    first = body["results"][0]
+    assert first["requirement"] == "gpu-diag" and first["failures"] == 3 and first["cause"] == "failed_too_often"
+    assert first["execution_id"] is not None and "diag_failed_tests" in first["measured"]
+    assert bearer(OPERATOR).get(f"/api/v1/burn-in/sites/{world.site.id}/repair-queue/?limit=0").status_code == 400
+
+
+def test_closing_a_breaker_judges_the_held_moves_again(fleet, bearer):
+    world = World(fleet, devices=10, repair_after_failures=1)
+    world.fail(world.devices[:5])
+    client = bearer(OPERATOR)
+    listed = client.get(f"/api/v1/burn-in/sites/{world.site.id}/breakers/").json()["results"]
+    assert [(b["resource_class"], b["open"], b["held"]) for b in listed] == [(RC, True, 2)]
+    reset = client.post(
+        f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/",
+        {"reason": "the devices are broken"},
+        format="json",
+    )
+    assert reset.status_code == 200, reset.content
+    body = reset.json()
+    assert body["breaker"]["open"] is False and body["breaker"]["closed_by"] == "client:automation"
+    # within the window 3 moves were made already: the limit (3) holds the two again and trips anew
+    assert body["moved"] == [] and len(body["held"]) == 2
+    assert Breaker.objects.filter(closed_at__isnull=True).count() == 1
+    # with a policy that lets the whole class through, closing it sends the two held devices to repair
+    world.policy.breaker_share = 1.0
+    world.policy.save()
+    again = client.post(f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/", {"reason": "x"}, format="json")
+    assert again.status_code == 200 and len(again.json()["moved"]) == 2 and again.json()["held"] == []
+    assert sum(state(d) == DeviceState.NEEDS_REPAIR for d in world.devices) == 5
+    last = client.post(f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/", {"reason": "y"}, format="json")
+    assert last.status_code == 404  # none open
