@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from enum import StrEnum
 from functools import reduce
 from typing import Any
@@ -37,8 +37,12 @@ from fleet.inventory.models import (
     TopologyMembership,
 )
 from fleet.jobs.models import Job, JobDevice
+from fleet.lifecycle.models import DeviceStateChange
+from fleet.lifecycle.selectors import system_moved
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
-from fleet_rules.vocabulary import DeviceState
+from fleet_rules.lifecycle import needs_certificate as lifecycle_needs_certificate
+from fleet_rules.lifecycle import refusal as lifecycle_refusal
+from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
 
 KINDS = ("sites", "satellites", "topologies", "devices", "policies", "requirements", "thresholds", "parameter_profiles")
 
@@ -139,8 +143,15 @@ def _check_references(document: FleetDocument) -> None:
 
 
 class _Applier:
-    def __init__(self, summary: ApplySummary, prune: bool, force_accept: AcceptanceOverride | None = None) -> None:
+    def __init__(
+        self,
+        summary: ApplySummary,
+        prune: bool,
+        force_accept: AcceptanceOverride | None = None,
+        actor: str = "fleet-apply",
+    ) -> None:
         self.summary = summary
+        self.actor = force_accept.actor if force_accept is not None else actor
         self.prune = prune
         self.force_accept = force_accept
         self.site_index = 0
@@ -207,6 +218,7 @@ class _Applier:
 
     def apply_devices(self, site: Site, decls: list[DeviceDecl], satellites, topologies) -> None:
         existing = {d.hostname: d for d in Device.objects.filter(site=site)}
+        decls = self.gate_lifecycle(decls, existing)
         refused = self.gate_acceptance(decls, existing)
         memberships: dict[Any, dict[str, Any]] = defaultdict(dict)
         for device_id, unit, topology_id in TopologyMembership.objects.filter(device__site=site).values_list(
@@ -214,6 +226,7 @@ class _Applier:
         ):
             memberships[device_id][unit] = topology_id
         to_create, to_update = [], []
+        before = {d.id: d.state for d in existing.values()}
         for decl in decls:
             satellite = satellites[decl.satellite]
             device = existing.get(decl.hostname)
@@ -241,6 +254,7 @@ class _Applier:
                 memberships_changed = self.set_memberships(device, memberships.get(device.id, {}), wanted)
                 self.count("devices", Change.UPDATED if differs or memberships_changed else Change.UNCHANGED)
         Device.objects.bulk_create(to_create)
+        self.record_state_changes(to_update, before)
         if to_update:
             for device in to_update:
                 device.updated_at = self.now
@@ -254,6 +268,53 @@ class _Applier:
                 actor=self.force_accept.actor,
                 reason=self.force_accept.reason,
             )
+
+    def gate_lifecycle(self, decls: list[DeviceDecl], existing: dict[str, Device]) -> list[DeviceDecl]:
+        """The file's state changes go through the lifecycle table (a refused one is a problem of the
+        file). A device the service moved since (its certificate, its failures, a repair) keeps its
+        state: the file is older than the evidence, and a note says so (one query)."""
+        changing = {d.hostname: d for d in decls if d.hostname in existing and existing[d.hostname].state != d.state}
+        moved_by_service = system_moved({existing[h].id for h in changing})
+        kept, problems = [], []
+        where = {d.hostname: i for i, d in enumerate(decls)}
+        for decl in decls:
+            device = existing.get(decl.hostname)
+            if device is None or decl.hostname not in changing:
+                kept.append(decl)
+                continue
+            if device.id in moved_by_service:
+                cause = moved_by_service[device.id]
+                self.summary.notes.append(
+                    f"{decl.hostname}: the file says {decl.state}, the service moved it to {device.state} ({cause}); "
+                    "left as it is (fleet export writes the current state)"
+                )
+                kept.append(replace(decl, state=device.state))
+                continue
+            why = lifecycle_refusal(device.state, decl.state, Mover.FLEET_FILE, TransitionCause.FLEET_FILE)
+            if why is not None and not lifecycle_needs_certificate(device.state, decl.state, Mover.FLEET_FILE):
+                problems.append((f"sites[{self.site_index}].devices[{where[decl.hostname]}].state", why))
+            kept.append(decl)
+        if problems:
+            raise FleetFileError(problems)
+        return kept
+
+    def record_state_changes(self, updated: list[Device], before: dict[Any, str]) -> None:
+        """A history entry for each device whose state the file changed (one statement)."""
+        DeviceStateChange.objects.bulk_create(
+            [
+                DeviceStateChange(
+                    device=d,
+                    from_state=before[d.id],
+                    to_state=d.state,
+                    at=self.now,
+                    actor=self.actor,
+                    cause=TransitionCause.FLEET_FILE,
+                    reason="fleet apply",
+                )
+                for d in updated
+                if before.get(d.id) is not None and before[d.id] != d.state
+            ]
+        )
 
     def gate_acceptance(self, decls: list[DeviceDecl], existing: dict[str, Device]) -> list[str]:
         """The hostnames the file moves to `accepted` (new devices declared accepted included)
@@ -346,8 +407,11 @@ class _Applier:
     def apply_policy(self, decl: PolicyDecl) -> None:
         existing = AcceptancePolicy.objects.filter(resource_class=decl.resource_class).first()
         created = existing is None
+        settings = asdict(decl.lifecycle)
         if existing is None:
-            policy = AcceptancePolicy.objects.create(resource_class=decl.resource_class, description=decl.description)
+            policy = AcceptancePolicy.objects.create(
+                resource_class=decl.resource_class, description=decl.description, **settings
+            )
             self.count("policies", Change.CREATED)
         else:
             policy = existing
@@ -372,7 +436,12 @@ class _Applier:
         if created:
             self.summary.policy_versions[policy.resource_class] = (None, policy.version)
             return
-        description_changed = policy.description != decl.description
+        # The lifecycle settings judge nothing: changing them does not raise the version.
+        description_changed = policy.description != decl.description or any(
+            getattr(policy, k) != v for k, v in settings.items()
+        )
+        for k, v in settings.items():
+            setattr(policy, k, v)
         if judged_change:
             old = policy.version
             policy.version = old + 1
@@ -380,7 +449,7 @@ class _Applier:
             self.summary.policy_versions[policy.resource_class] = (old, policy.version)
         if judged_change or description_changed:
             policy.description = decl.description
-            policy.save(update_fields=["version", "version_changed_at", "description", "updated_at"])
+            policy.save(update_fields=["version", "version_changed_at", "description", *settings, "updated_at"])
             self.count("policies", Change.UPDATED)
         else:
             self.count("policies", Change.UNCHANGED)

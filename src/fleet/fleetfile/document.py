@@ -19,6 +19,7 @@ from fleet.fleetfile.durations import duration_parse
 from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
+from fleet_rules.lifecycle import BREAKER_SHARE, BREAKER_WINDOW, REPAIR_AFTER_FAILURES
 from fleet_rules.vocabulary import (
     RACK_ACCEPTANCE,
     Comparator,
@@ -58,11 +59,23 @@ class RequirementDecl:
     evidence_valid_for: timedelta | None = None
 
 
+@dataclass(frozen=True)
+class LifecycleDecl:
+    """What the verdict does to devices of the class (`fleet_rules.lifecycle`); the defaults when the
+    file says nothing."""
+
+    auto_accept: bool = True
+    repair_after_failures: int = REPAIR_AFTER_FAILURES
+    breaker_share: float = BREAKER_SHARE
+    breaker_window: timedelta = BREAKER_WINDOW
+
+
 @dataclass
 class PolicyDecl:
     resource_class: str
     description: str
     requirements: list[RequirementDecl]
+    lifecycle: LifecycleDecl = LifecycleDecl()
 
 
 @dataclass
@@ -457,7 +470,7 @@ def _hostname(r: _Reader, m: dict[str, Any], where: str) -> str:
 
 
 def _read_policy(r: _Reader, where: str, raw: Any) -> PolicyDecl | None:
-    m = r.mapping(raw, where, {"resource_class", "description", "requirements"})
+    m = r.mapping(raw, where, {"resource_class", "description", "requirements", "lifecycle"})
     if m is None:
         return None
     requirements = _present(
@@ -468,6 +481,29 @@ def _read_policy(r: _Reader, where: str, raw: Any) -> PolicyDecl | None:
         resource_class=r.string(m, "resource_class", where, max_length=255),
         description=r.string(m, "description", where, required=False, default="") or "",
         requirements=[q for _, q in requirements],
+        lifecycle=_read_lifecycle(r, f"{where}.lifecycle", m.get("lifecycle")),
+    )
+
+
+def _read_lifecycle(r: _Reader, where: str, raw: Any) -> LifecycleDecl:
+    if raw is None:
+        return LifecycleDecl()
+    m = r.mapping(raw, where, {"auto_accept", "repair_after_failures", "breaker_share", "breaker_window"})
+    if m is None:
+        return LifecycleDecl()
+    share = r.positive_number(m, "breaker_share", where)
+    if share is not None and share > 1:
+        r.problem(
+            f"{where}.breaker_share", f"must be a share of the class's devices, above 0 and at most 1, got {share}"
+        )
+    window = _read_duration(r, m, "breaker_window", where)
+    return LifecycleDecl(
+        auto_accept=r.boolean(m, "auto_accept", where, default=True),
+        repair_after_failures=r.integer(
+            m, "repair_after_failures", where, default=REPAIR_AFTER_FAILURES, low=0, high=100
+        ),
+        breaker_share=share if share is not None else BREAKER_SHARE,
+        breaker_window=window if window is not None else BREAKER_WINDOW,
     )
 
 

@@ -12,6 +12,7 @@ from uuid import UUID
 
 import yaml
 
+from fleet.fleetfile.document import LifecycleDecl
 from fleet.fleetfile.durations import duration_text
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
@@ -104,8 +105,26 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
         if policy.description:
             entry["description"] = policy.description
         entry["requirements"] = requirements[policy.id]
+        lifecycle = _lifecycle(policy)
+        if lifecycle:
+            entry["lifecycle"] = lifecycle
         document["policies"].append(entry)
     return document
+
+
+def _lifecycle(policy: AcceptancePolicy) -> dict[str, object]:
+    """The policy's lifecycle settings that differ from the defaults (a file that says nothing means them)."""
+    default = LifecycleDecl()
+    entry: dict[str, object] = {}
+    if policy.auto_accept != default.auto_accept:
+        entry["auto_accept"] = policy.auto_accept
+    if policy.repair_after_failures != default.repair_after_failures:
+        entry["repair_after_failures"] = policy.repair_after_failures
+    if policy.breaker_share != default.breaker_share:
+        entry["breaker_share"] = policy.breaker_share
+    if policy.breaker_window != default.breaker_window:
+        entry["breaker_window"] = duration_text(policy.breaker_window)
+    return entry
 
 
 class _Dumper(yaml.SafeDumper):

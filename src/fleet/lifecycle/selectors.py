@@ -10,6 +10,8 @@ from fleet.core.exceptions import NotFoundError
 from fleet.inventory.identity import Actor, ensure_not_satellite, ensure_site_allowed
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet_rules.lifecycle import AUTOMATIC_CAUSES
+from fleet_rules.vocabulary import TransitionCause
 
 
 def device_for_lifecycle(*, device_id: UUID, actor: Actor) -> Device:
@@ -29,3 +31,18 @@ def device_history(device: Device) -> QuerySet[DeviceStateChange]:
 
 def device_repairs(device: Device) -> QuerySet[Repair]:
     return Repair.objects.filter(device=device)
+
+
+def system_moved(device_ids: set[UUID]) -> dict[UUID, str]:
+    """Of these devices, those whose latest state change the service made (a certificate, failures,
+    isolation, a repair), with its cause (one query)."""
+    if not device_ids:
+        return {}
+    latest = (
+        DeviceStateChange.objects.filter(device_id__in=device_ids, held=False)
+        .order_by("device_id", "-at", "-id")
+        .distinct("device_id")
+        .values_list("device_id", "cause")
+    )
+    service = {c.value for c in AUTOMATIC_CAUSES} | {TransitionCause.REPAIR.value}
+    return {device_id: cause for device_id, cause in latest if cause in service}
