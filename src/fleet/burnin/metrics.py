@@ -8,19 +8,22 @@ from the start (at 0), so a rate over it exists before the first event.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Protocol
 
-from django.db.models import Count, Min, Q
+from django.db.models import Count, Exists, Min, OuterRef, Q
 from django.utils import timezone
 from prometheus_client import Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from fleet.burnin.models import PolicyProgress, ReconcileSweep
+from fleet.burnin.models import AcceptanceCertificate, PolicyProgress, ReconcileSweep
 from fleet.core.metrics import on_commit
+from fleet.inventory.models import Device
 from fleet_rules.evaluations import UpsertCounts
 from fleet_rules.planning import Plan
 from fleet_rules.vocabulary import (
+    DeviceState,
     EvaluationOutcome,
     ExclusionReason,
     ReconcileOutcome,
@@ -160,7 +163,30 @@ def projection_gauges() -> Iterable[Metric]:
     for site, satellite, resource_class, target_count, completed_at in sweeps:
         sweep_targets.add_metric([site, satellite, resource_class], target_count)
         sweep_age.add_metric([site, satellite, resource_class], (now - completed_at).total_seconds())
-    return [targets, stuck, sweep_targets, sweep_age]
+    return [targets, stuck, sweep_targets, sweep_age, _in_service_uncertified(now)]
+
+
+def _in_service_uncertified(now: datetime) -> Metric:
+    """Devices in service whose certificate no longer holds: the lifecycle never pulls a device out
+    of service on its own, so this gauge (and its alert) is how people hear of it (one query)."""
+    gauge = GaugeMetricFamily(
+        "fleet_devices_in_service_uncertified",
+        "Devices in service without a valid acceptance certificate, by site and resource class.",
+        labels=["site", "resource_class"],
+    )
+    valid = AcceptanceCertificate.objects.filter(
+        Q(valid_until__isnull=True) | Q(valid_until__gt=now), device=OuterRef("pk"), superseded_at__isnull=True
+    )
+    rows = (
+        Device.objects.filter(state=DeviceState.IN_SERVICE)
+        .exclude(Exists(valid))
+        .values_list("site__slug", "resource_class")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    for site, resource_class, n in rows:
+        gauge.add_metric([site, resource_class], n)
+    return gauge
 
 
 def first_certificates_observed(observations: Iterable[tuple[str, str, float]]) -> None:
