@@ -134,6 +134,7 @@ def test_what_if_predicts_exactly_the_flips_and_supersessions_a_real_apply_then_
             for hostname, value in (("n1", 3.1), ("n2", 3.3))
         ],
         "certificates_superseded": 2,
+        "breakers": [],  # 2 of 4: within the breaker's floor of 3
     }
     text = io.StringIO()
     call_command("apply", "-f", str(candidate), "--what-if", stdout=text)
@@ -153,6 +154,21 @@ def test_what_if_predicts_exactly_the_flips_and_supersessions_a_real_apply_then_
     assert made == [(f["requirement"], f["target"], f["from"], f["to"]) for f in predicted["flips"]]
     failed = AcceptanceCertificate.objects.filter(supersede_reason="failed").count()
     assert failed == predicted["certificates_superseded"]
+
+
+@pytest.mark.django_db
+def test_what_if_says_when_a_candidate_would_trip_the_circuit_breaker(fleet, tmp_path):
+    burn_in(fleet)
+    result = policy_what_if(document=parse_text(fleet_file(3.8)))  # every device fails
+    assert result.breakers == [
+        "4 of 4 gpu.x devices at lon-1 would newly fail: once they fail repair_after_failures times, the circuit "
+        "breaker holds the moves to repair beyond 3 — suspect the thresholds before the hardware."
+    ]
+    text = io.StringIO()
+    path = tmp_path / "candidate.yaml"
+    path.write_text(fleet_file(3.8))
+    call_command("apply", "-f", str(path), "--what-if", stdout=text)
+    assert "circuit breaker: 4 of 4 gpu.x devices at lon-1 would newly fail" in " ".join(text.getvalue().split())
 
 
 def _what_if_queries(fleet, n: int, slug: str) -> int:

@@ -17,16 +17,18 @@ from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 from django.db import connection
+from django.db.models import Count
 
 from fleet.burnin.models import AcceptanceCertificate
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
 from fleet.fleetfile.document import FleetDocument
-from fleet.inventory.models import Site
-from fleet.policies.models import Requirement, ThresholdRule
+from fleet.inventory.models import Device, Site
+from fleet.policies.models import AcceptancePolicy, Requirement, ThresholdRule
 from fleet_rules.canonical import canonical_json
+from fleet_rules.lifecycle import BREAKER_MINIMUM, BREAKER_SHARE, breaker_limit
 from fleet_rules.resolution import Rule, resolve
-from fleet_rules.vocabulary import Verdict
+from fleet_rules.vocabulary import DeviceState, Verdict
 from fleet_rules.whatif import REPLAYABLE, Flip, replay, rule_json
 
 PAGE = 500
@@ -122,10 +124,16 @@ class WhatIf:
     flips: list[TargetFlip] = field(default_factory=list)
     certificates_superseded: int = 0
     replayed: int = 0
+    #: Scopes whose circuit breaker the candidate would trip, in words.
+    breakers: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         ordered = sorted(self.flips, key=lambda f: (f.site, f.resource_class, f.requirement, f.target))
-        return {"flips": [f.as_dict() for f in ordered], "certificates_superseded": self.certificates_superseded}
+        return {
+            "flips": [f.as_dict() for f in ordered],
+            "certificates_superseded": self.certificates_superseded,
+            "breakers": self.breakers,
+        }
 
 
 def _rule_key(rule: Rule) -> tuple[Any, ...]:
@@ -192,6 +200,7 @@ def policy_what_if(*, document: FleetDocument) -> WhatIf:
         return result
     resolutions: dict[tuple[UUID, UUID], list[dict[str, Any]]] = {}
     counted: set[UUID] = set()
+    failing: dict[tuple[UUID, str, str], set[UUID]] = {}
     for rows in _pages(list(changed)):
         devices: list[UUID] = []
         topologies: list[UUID] = []
@@ -212,6 +221,8 @@ def policy_what_if(*, document: FleetDocument) -> WhatIf:
             if flip is None:
                 continue
             result.flips.append(TargetFlip(row.slug, row.resource_class, name, row.target, flip))
+            if flip.after == Verdict.FAILED and row.device_id is not None:
+                failing.setdefault((row.site_id, row.slug, row.resource_class), set()).add(row.device_id)
             if flip.before == Verdict.PASSED:
                 if row.device_id is not None:
                     devices.append(row.device_id)
@@ -223,4 +234,38 @@ def policy_what_if(*, document: FleetDocument) -> WhatIf:
             certified = CERTIFIED.rows(cursor, {"devices": devices, "topologies": topologies, "classes": classes})
         counted.update(row.device_id for row in certified)
     result.certificates_superseded = len(counted)
+    result.breakers = _breakers_tripped(document, failing)
     return result
+
+
+def _breakers_tripped(document: FleetDocument, failing: dict[tuple[UUID, str, str], set[UUID]]) -> list[str]:
+    """The circuit breakers the candidate's new failures would trip: a threshold that fails a
+    whole class is what the breaker is for, so say so before it is applied (one query)."""
+    if not failing:
+        return []
+    classes = {rc for _, _, rc in failing}
+    counts = (
+        Device.objects.filter(site_id__in={s for s, _, _ in failing}, resource_class__in=classes)
+        .filter(enrolled_at__isnull=False)  # enrolled: `fleet_rules.eligibility.is_enrolled`
+        .exclude(state=DeviceState.DECOMMISSIONED)
+        .values_list("site_id", "resource_class")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
+    enrolled = {(site_id, rc): n for site_id, rc, n in counts}
+    declared = {p.resource_class: p.lifecycle for p in document.policies}
+    stored = dict(
+        AcceptancePolicy.objects.filter(resource_class__in=classes).values_list("resource_class", "breaker_share")
+    )
+    found = []
+    for (site_id, slug, rc), devices in sorted(failing.items(), key=lambda kv: (kv[0][1], kv[0][2])):
+        share = declared[rc].breaker_share if rc in declared else stored.get(rc, BREAKER_SHARE)
+        total = enrolled.get((site_id, rc), 0)
+        limit = breaker_limit(total, share=share, minimum=BREAKER_MINIMUM)
+        if len(devices) > limit:
+            found.append(
+                f"{len(devices)} of {total} {rc} devices at {slug} would newly fail: once they fail "
+                f"repair_after_failures times, the circuit breaker holds the moves to repair beyond {limit} — "
+                "suspect the thresholds before the hardware."
+            )
+    return found

@@ -103,6 +103,8 @@ def render_what_if(result: dict, console: Console) -> None:
         f"{len(result['flips'])} target(s) would flip; "
         f"{result['certificates_superseded']} certificate(s) would be superseded."
     )
+    for warning in result["breakers"]:
+        console.print(f"[bold red]⚠ circuit breaker:[/bold red] {warning}")
     console.print("Nothing was written (--what-if).")
 
 
