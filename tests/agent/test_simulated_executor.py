@@ -417,3 +417,14 @@ def test_out_of_range_settings_are_refused(arguments: dict[str, float]) -> None:
 
 def test_the_simulated_executor_is_an_executor() -> None:
     assert isinstance(SimulatedExecutor(seed=1), Executor)
+
+
+def test_a_repaired_device_has_no_fault_from_its_next_run(tmp_path: Path) -> None:
+    log = tmp_path / "simulated-repairs.json"
+    executor = SimulatedExecutor(seed=3, faulty_share=1.0, transient_share=0.0, repairs_file=log)
+    devices = [f"dev-{i}" for i in range(4)]
+    assert all(executor.fault_of(d) is not None for d in devices)
+    log.write_text('["dev-1", "dev-3"]')
+    assert [executor.fault_of(d) is None for d in devices] == [False, True, False, True]
+    log.write_text("[not json")  # half-written: repairs nothing yet
+    assert all(executor.fault_of(d) is not None for d in devices)

@@ -6,6 +6,7 @@ import argparse
 import logging
 import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 from fleet_agent import __version__, metrics
@@ -62,7 +63,7 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
         from fleet_agent.executors.command import CommandExecutor
 
         return CommandExecutor(config.commands, timeout_s=config.command_timeout)
-    from fleet_agent.executors.simulated import SimulatedExecutor
+    from fleet_agent.executors.simulated import SIMULATED_REPAIRS, SimulatedExecutor
 
     return SimulatedExecutor(
         seed=config.seed,
@@ -72,6 +73,7 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
         slow_share=config.slow_share,
         time_scale=config.time_scale,
         fabric_faults=frozenset(h.strip() for h in config.fabric_faults.split(",") if h.strip()),
+        repairs_file=Path(config.state_dir) / SIMULATED_REPAIRS,
     )
 
 

@@ -14,16 +14,22 @@ Healthy values sit comfortably inside the example acceptance thresholds (example
 values clearly outside them. A multi-node collective is degraded when any member has a network or NVLink
 fault active on that attempt, as one bad link slows a whole ring; `fabric_faults` names devices whose
 fabric fault fails every collective that includes them (culprit isolation's test case).
+
+The simulated hardware can be repaired: `repairs_file` is the technician's log, a JSON list of the
+device ids whose faulty part was swapped; a repaired device has no fault. It is read
+on every run, so a repair recorded while the agent runs takes effect on the device's next test.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import random
 import statistics as _stats
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from fleet_agent.executors.base import COMPLETED, WORKFLOWS, Target, TestOutcome, TestRun, errored, utc_now
@@ -120,6 +126,10 @@ RESOURCE_CLASSES: Mapping[str, Hardware] = {
 }
 
 
+#: The technician's log of the simulated hardware, in the agent's state directory.
+SIMULATED_REPAIRS = "simulated-repairs.json"
+
+
 @dataclass(frozen=True)
 class Fault:
     """The one fault a simulated device has; `component` picks the GPU or HCA it sits on."""
@@ -149,6 +159,7 @@ class SimulatedExecutor:
         slow_share: float = 0.05,
         time_scale: float = 0.0,
         fabric_faults: frozenset[str] = frozenset(),
+        repairs_file: Path | None = None,
     ) -> None:
         for label, share in (
             ("faulty_share", faulty_share),
@@ -169,14 +180,15 @@ class SimulatedExecutor:
         #: Devices (hostname or id) with a permanent fabric fault: every collective that includes
         #: them is degraded, on every attempt, whatever the seed; their single-node tests pass.
         self.fabric_faults = frozenset(fabric_faults)
+        self.repairs_file = repairs_file
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: the simulation models single-node tests and collectives."""
         return [dict(workflow) for workflow in WORKFLOWS]
 
     def fault_of(self, device_id: str) -> Fault | None:
-        """The device's fault under this seed, or None for a healthy device."""
-        if self._unit("faulty", device_id) >= self.faulty_share:
+        """The device's fault under this seed, or None for a healthy (or repaired) device."""
+        if self._unit("faulty", device_id) >= self.faulty_share or device_id in self.repaired():
             return None
         mode = _MODE_ORDER[int(self._unit("mode", device_id) * len(_MODE_ORDER))]
         return Fault(
@@ -186,6 +198,17 @@ class SimulatedExecutor:
             tests=FAULT_MODES[mode],
             component=int(self._unit("component", device_id) * 8),
         )
+
+    def repaired(self) -> frozenset[str]:
+        """The devices whose faulty part the technician swapped (`repairs_file`); none when the file
+        is absent or unreadable (a half-written log repairs nothing yet)."""
+        if self.repairs_file is None:
+            return frozenset()
+        try:
+            listed = json.loads(self.repairs_file.read_text())
+        except (OSError, ValueError):
+            return frozenset()
+        return frozenset(str(d) for d in listed) if isinstance(listed, list) else frozenset()
 
     def nominal_duration_s(self, run: TestRun) -> float:
         """How long the real test would take, before any slow-down; unknown tests take no time."""
