@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet.dashboard import views
+from fleet.dashboard import lifecycle_views, views
 
 app_name = "dashboard"
 
@@ -11,6 +11,7 @@ urlpatterns = [
     path("sites/<slug:slug>/", views.SitePage.as_view(), name="site"),
     path("sites/<slug:slug>/grid/", views.GridPage.as_view(), name="grid"),
     path("sites/<slug:slug>/failures/", views.FailuresPage.as_view(), name="failures"),
+    path("sites/<slug:slug>/repairs/", lifecycle_views.RepairQueuePage.as_view(), name="repairs"),
     path("sites/<slug:slug>/failures.csv", views.FailuresCsv.as_view(), name="failures-csv"),
     path("sites/<slug:slug>/devices/<str:hostname>/", views.DevicePage.as_view(), name="device"),
     path(

@@ -14,6 +14,7 @@ from django.db.models.functions import Coalesce, Now
 
 from fleet.burnin.models import EvaluationResult
 from fleet.inventory.models import Device, Site
+from fleet.inventory.selectors import site_by_slug
 from fleet.lifecycle.models import Breaker, DeviceStateChange
 from fleet_rules.vocabulary import DeviceState
 
@@ -130,3 +131,23 @@ def site_breakers(site: Site, *, limit: int = QUEUE_LIMIT) -> list[BreakerRead]:
         )
         for b in rows
     ]
+
+
+@dataclass(frozen=True)
+class RepairQueuePage:
+    """The repair queue page (`/sites/<slug>/repairs/`): the devices waiting, and the breakers."""
+
+    site: Site
+    queued: list[QueuedDevice]
+    more: bool
+    breakers: list[BreakerRead]
+
+    @property
+    def open_breakers(self) -> list[BreakerRead]:
+        return [b for b in self.breakers if b.open]
+
+
+def repair_queue_page(slug: str) -> RepairQueuePage:
+    site = site_by_slug(slug)
+    queued, more = repair_queue(site)
+    return RepairQueuePage(site, queued, more, site_breakers(site))
