@@ -6,16 +6,15 @@ operator fixes a file in one pass; nothing is written unless the file is clean.
 
 from __future__ import annotations
 
-import math
-import re
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any, Literal, TypeVar, overload
+from typing import Any, TypeVar
 
 import yaml
 
 from fleet.core.yamlfiles import YamlRefused, load_yaml
 from fleet.fleetfile.durations import duration_parse
+from fleet.fleetfile.reader import MISSING, Reader, is_number, type_name
 from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
@@ -136,187 +135,6 @@ class FleetFileError(Exception):
         return "\n".join(f"{where}: {message}" if where else message for where, message in self.problems)
 
 
-_MISSING = object()
-T = TypeVar("T")
-
-
-class _Reader:
-    """Reads typed values from nested YAML, recording problems instead of raising."""
-
-    def __init__(self) -> None:
-        self.problems: list[tuple[str, str]] = []
-
-    def problem(self, where: str, message: str) -> None:
-        self.problems.append((where, message))
-
-    def mapping(self, value: Any, where: str, allowed: set[str]) -> dict[str, Any] | None:
-        if not isinstance(value, dict):
-            self.problem(where, f"must be a mapping, got {_type_name(value)}")
-            return None
-        for key in value:
-            if key not in allowed:
-                self.problem(
-                    f"{where}.{key}" if where else str(key), f"unknown key (allowed: {', '.join(sorted(allowed))})"
-                )
-        return value
-
-    def items(self, parent: dict[str, Any], key: str, where: str, required: bool = False) -> list[tuple[str, Any]]:
-        at = f"{where}.{key}" if where else key
-        value = parent.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            if required:
-                self.problem(at, "is required")
-            return []
-        if not isinstance(value, list):
-            self.problem(at, f"must be a list, got {_type_name(value)}")
-            return []
-        return [(f"{at}[{index}]", item) for index, item in enumerate(value)]
-
-    @overload
-    def string(
-        self,
-        parent: dict[str, Any],
-        key: str,
-        where: str,
-        *,
-        required: Literal[True] = True,
-        pattern: str | None = None,
-        max_length: int | None = None,
-        choices: list[str] | None = None,
-    ) -> str: ...
-
-    @overload
-    def string(
-        self,
-        parent: dict[str, Any],
-        key: str,
-        where: str,
-        *,
-        required: Literal[False],
-        default: str,
-        pattern: str | None = None,
-        max_length: int | None = None,
-        choices: list[str] | None = None,
-        non_blank: bool = False,
-    ) -> str: ...
-
-    @overload
-    def string(
-        self,
-        parent: dict[str, Any],
-        key: str,
-        where: str,
-        *,
-        required: Literal[False],
-        default: None = None,
-        pattern: str | None = None,
-        max_length: int | None = None,
-        choices: list[str] | None = None,
-        non_blank: bool = False,
-    ) -> str | None: ...
-
-    def string(
-        self,
-        parent: dict[str, Any],
-        key: str,
-        where: str,
-        *,
-        required: bool = True,
-        default: str | None = None,
-        pattern: str | None = None,
-        max_length: int | None = None,
-        choices: list[str] | None = None,
-        non_blank: bool = False,
-    ) -> str | None:
-        """The string at `parent[key]`, or, after recording the problem, the default — `""` for a
-        required one (the document is refused anyway; `""` keeps the declarations typed)."""
-        at = f"{where}.{key}"
-        fallback = "" if required else default
-        value = parent.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            if required:
-                self.problem(at, "is required")
-            return fallback
-        if not isinstance(value, str):
-            self.problem(at, f"must be a string, got {_type_name(value)}")
-            return fallback
-        if (required or non_blank) and not value.strip():
-            self.problem(at, "must not be empty")
-            return fallback
-        if max_length is not None and len(value) > max_length:
-            self.problem(at, f"must be at most {max_length} characters, got {len(value)}")
-        if pattern is not None and not re.match(pattern, value):
-            self.problem(at, f"{value!r} does not match {pattern}")
-        if choices is not None and value not in choices:
-            self.problem(at, f"{value!r} is not one of: {', '.join(choices)}")
-        return value
-
-    def boolean(self, parent: dict[str, Any], key: str, where: str, default: bool) -> bool:
-        value = parent.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            return default
-        if not isinstance(value, bool):
-            self.problem(f"{where}.{key}", f"must be true or false, got {_type_name(value)}")
-            return default
-        return value
-
-    def integer(self, parent: dict[str, Any], key: str, where: str, *, default: int, low: int, high: int) -> int:
-        value = parent.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            return default
-        if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
-            self.problem(f"{where}.{key}", f"must be a whole number from {low} to {high}, got {value!r}")
-            return default
-        return value
-
-    def positive_number(self, parent: dict[str, Any], key: str, where: str) -> float | None:
-        value = parent.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            return None
-        if not _is_number(value) or value <= 0:
-            self.problem(f"{where}.{key}", f"must be a positive finite number, got {value!r}")
-            return None
-        return float(value)
-
-    def object(self, parent: dict[str, Any], key: str, where: str) -> dict[str, Any]:
-        value = parent.get(key, _MISSING)
-        if value is _MISSING or value is None:
-            return {}
-        if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
-            self.problem(f"{where}.{key}", f"must be a mapping with string keys, got {_type_name(value)}")
-            return {}
-        for path, problem in _not_json(value, f"{where}.{key}"):
-            self.problem(path, problem)
-        return value
-
-
-def _type_name(value: Any) -> str:
-    return {dict: "a mapping", list: "a list", str: "a string", bool: "a boolean", type(None): "nothing"}.get(
-        type(value), type(value).__name__
-    )
-
-
-def _not_json(value: Any, where: str):
-    """Values YAML can express but JSON cannot store (dates, NaN, infinities, non-string keys)."""
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if not isinstance(key, str):
-                yield f"{where}.{key}", "keys must be strings"
-            else:
-                yield from _not_json(item, f"{where}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _not_json(item, f"{where}[{index}]")
-    elif isinstance(value, float) and not math.isfinite(value):
-        yield where, "must be a finite number"
-    elif value is not None and not isinstance(value, (str, int, float, bool)):
-        yield where, f"must be a string, number, boolean, list or mapping, got {_type_name(value)} (quote it)"
-
-
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-
-
 def parse_text(text: str) -> FleetDocument:
     """Parse and validate a fleet file; raise FleetFileError listing every problem."""
     try:
@@ -329,14 +147,14 @@ def parse_text(text: str) -> FleetDocument:
         raise FleetFileError([(where, f"not valid YAML: {getattr(exc, 'problem', exc)}")]) from exc
     if raw is None:
         raw = {}
-    reader = _Reader()
+    reader = Reader()
     document = _read_document(reader, raw)
     if reader.problems:
         raise FleetFileError(reader.problems)
     return document
 
 
-def _read_document(r: _Reader, raw: Any) -> FleetDocument:
+def _read_document(r: Reader, raw: Any) -> FleetDocument:
     top = r.mapping(raw, "", {"sites", "policies", "parameter_profiles"})
     if top is None:
         return FleetDocument()
@@ -358,7 +176,7 @@ def _read_document(r: _Reader, raw: Any) -> FleetDocument:
     )
 
 
-def _check_unique(r: _Reader, keyed: list[tuple[str, Any]], field_name: str, what: str) -> None:
+def _check_unique(r: Reader, keyed: list[tuple[str, Any]], field_name: str, what: str) -> None:
     seen: dict[Any, str] = {}
     for where, key in keyed:
         if not key:  # missing or blank: already a problem of its own
@@ -369,11 +187,14 @@ def _check_unique(r: _Reader, keyed: list[tuple[str, Any]], field_name: str, wha
             seen[key] = where
 
 
+T = TypeVar("T")
+
+
 def _present(pairs: list[tuple[str, T | None]]) -> list[tuple[str, T]]:
     return [(where, decl) for where, decl in pairs if decl is not None]
 
 
-def _read_site(r: _Reader, where: str, raw: Any) -> SiteDecl | None:
+def _read_site(r: Reader, where: str, raw: Any) -> SiteDecl | None:
     m = r.mapping(raw, where, {"slug", "name", "satellites", "topologies", "devices"})
     if m is None:
         return None
@@ -431,7 +252,7 @@ def _read_site(r: _Reader, where: str, raw: Any) -> SiteDecl | None:
             if unit not in TopologyUnit.values:
                 r.problem(at, f"{unit!r} is not a topology unit ({', '.join(TopologyUnit.values)})")
             elif not isinstance(label, str):
-                r.problem(at, f"must be a topology label, got {_type_name(label)}")
+                r.problem(at, f"must be a topology label, got {type_name(label)}")
             elif label not in labels_by_unit.get(unit, set()):
                 r.problem(at, f"no {unit} topology labelled {label!r} in this site")
         devices.append(
@@ -460,7 +281,7 @@ def _read_site(r: _Reader, where: str, raw: Any) -> SiteDecl | None:
     )
 
 
-def _hostname(r: _Reader, m: dict[str, Any], where: str) -> str:
+def _hostname(r: Reader, m: dict[str, Any], where: str) -> str:
     """A device's hostname, DNS-style (fleet.inventory.hostnames): it names files and URLs."""
     value = r.string(m, "hostname", where)
     problem = hostname_problem(value) if value else None
@@ -469,7 +290,7 @@ def _hostname(r: _Reader, m: dict[str, Any], where: str) -> str:
     return value
 
 
-def _read_policy(r: _Reader, where: str, raw: Any) -> PolicyDecl | None:
+def _read_policy(r: Reader, where: str, raw: Any) -> PolicyDecl | None:
     m = r.mapping(raw, where, {"resource_class", "description", "requirements", "lifecycle"})
     if m is None:
         return None
@@ -485,7 +306,7 @@ def _read_policy(r: _Reader, where: str, raw: Any) -> PolicyDecl | None:
     )
 
 
-def _read_lifecycle(r: _Reader, where: str, raw: Any) -> LifecycleDecl:
+def _read_lifecycle(r: Reader, where: str, raw: Any) -> LifecycleDecl:
     if raw is None:
         return LifecycleDecl()
     m = r.mapping(raw, where, {"auto_accept", "repair_after_failures", "breaker_share", "breaker_window"})
@@ -507,7 +328,7 @@ def _read_lifecycle(r: _Reader, where: str, raw: Any) -> LifecycleDecl:
     )
 
 
-def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | None:
+def _read_requirement(r: Reader, where: str, raw: Any) -> RequirementDecl | None:
     m = r.mapping(
         raw,
         where,
@@ -553,7 +374,7 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
         for operator, value in condition.items():
             if operator not in CONSTRAINT_OPERATORS:
                 r.problem(f"{at}.{operator}", f"unknown operator (use {', '.join(CONSTRAINT_OPERATORS)})")
-            elif operator in ORDERING_OPERATORS and not _is_number(value):
+            elif operator in ORDERING_OPERATORS and not is_number(value):
                 r.problem(f"{at}.{operator}", "must be a number")
             elif operator == ConstraintOperator.IN and not isinstance(value, list):
                 r.problem(f"{at}.{operator}", "must be a list")
@@ -584,7 +405,7 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
     )
 
 
-def _read_duration(r: _Reader, m: dict[str, Any], key: str, where: str) -> timedelta | None:
+def _read_duration(r: Reader, m: dict[str, Any], key: str, where: str) -> timedelta | None:
     value = m.get(key)
     if value is None:
         return None
@@ -594,20 +415,20 @@ def _read_duration(r: _Reader, m: dict[str, Any], key: str, where: str) -> timed
     return duration
 
 
-def _read_threshold(r: _Reader, where: str, raw: Any) -> ThresholdDecl | None:
+def _read_threshold(r: Reader, where: str, raw: Any) -> ThresholdDecl | None:
     m = r.mapping(raw, where, {"metric", "statistic", "comparator", "threshold", "site"})
     if m is None:
         return None
     comparator = r.string(m, "comparator", where, choices=Comparator.values)
-    threshold = m.get("threshold", _MISSING)
-    if threshold is _MISSING or threshold is None:
+    threshold = m.get("threshold", MISSING)
+    if threshold is MISSING or threshold is None:
         r.problem(f"{where}.threshold", "is required")
         threshold = 0
     elif isinstance(threshold, str):
         if comparator and comparator != Comparator.EQ:
             r.problem(f"{where}.threshold", "a string threshold can only be compared with eq")
-    elif not _is_number(threshold):
-        r.problem(f"{where}.threshold", f"must be a finite number or a string, got {_type_name(threshold)}")
+    elif not is_number(threshold):
+        r.problem(f"{where}.threshold", f"must be a finite number or a string, got {type_name(threshold)}")
     return ThresholdDecl(
         metric=r.string(m, "metric", where, max_length=100),
         statistic=r.string(m, "statistic", where, required=False, max_length=32, non_blank=True),
@@ -617,7 +438,7 @@ def _read_threshold(r: _Reader, where: str, raw: Any) -> ThresholdDecl | None:
     )
 
 
-def _read_profile(r: _Reader, where: str, raw: Any) -> ProfileDecl | None:
+def _read_profile(r: Reader, where: str, raw: Any) -> ProfileDecl | None:
     m = r.mapping(raw, where, {"resource_class", "test", "name", "parameters"})
     if m is None:
         return None

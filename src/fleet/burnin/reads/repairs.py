@@ -41,7 +41,7 @@ def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDe
     entered = DeviceStateChange.objects.filter(
         device=OuterRef("pk"), to_state=DeviceState.NEEDS_REPAIR, held=False
     ).order_by("-at", "-id")
-    rows = list(
+    found = list(
         Device.objects.filter(site=site, state=DeviceState.NEEDS_REPAIR)
         .annotate(
             since=Subquery(entered.values("at")[:1]),
@@ -52,8 +52,8 @@ def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDe
         .order_by("since", "hostname")
         .values("id", "hostname", "serial", "resource_class", "since", "cause", "reason", "refs")[: limit + 1]
     )
-    more = len(rows) > limit
-    rows = rows[:limit]
+    more = len(found) > limit
+    rows = found[:limit]
     executions = {_execution(r["refs"]) for r in rows} - {None}
     reasons = dict(EvaluationResult.objects.filter(execution_id__in=executions).values_list("execution_id", "reason"))
     queued = []
