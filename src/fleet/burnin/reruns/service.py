@@ -3,7 +3,7 @@ jobs through the standard Job path, under the devices' locks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from uuid import UUID
 
@@ -40,19 +40,30 @@ class DispatchOutcome:
 
 
 @collector_paused()
-def rerun_plan_preview(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode) -> DispatchOutcome:
+def rerun_plan_preview(
+    *, site: Site, device_ids: Sequence[UUID], mode: PlanningMode, only: Mapping[UUID, frozenset[str]] | None = None
+) -> DispatchOutcome:
+    """What a dispatch would create now. `only` narrows devices to some requirements (ticked
+    failure rows, `selection.selection_only`); the API plans every requirement of its devices."""
     selected = check_selection(site, device_ids)
-    data = load_planning_input(selected=selected, mode=mode)
+    data = load_planning_input(selected=selected, mode=mode, only=only)
     return DispatchOutcome(plan=plan(data), created_jobs=())
 
 
 @collector_paused()  # the facts and plan of up to RERUN_MAX_DEVICES devices (fleet.core.heap)
 @transaction.atomic
-def rerun_dispatch(*, site: Site, device_ids: Sequence[UUID], mode: PlanningMode, requested_by: str) -> DispatchOutcome:
+def rerun_dispatch(
+    *,
+    site: Site,
+    device_ids: Sequence[UUID],
+    mode: PlanningMode,
+    requested_by: str,
+    only: Mapping[UUID, frozenset[str]] | None = None,
+) -> DispatchOutcome:
     selected = check_selection(site, device_ids)
     involved = lock_involved_devices(selected)
     jobs_expire_leases_holding(device_ids=involved, now=timezone.now())
-    decided = plan(load_planning_input(selected=selected, mode=mode))
+    decided = plan(load_planning_input(selected=selected, mode=mode, only=only))
     specs = [
         JobSpec(
             site_id=job.site_id,
