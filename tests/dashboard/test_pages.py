@@ -215,12 +215,15 @@ PAGES = [
     "/sites/lon-1/",
     "/sites/lon-1/grid/",
     "/sites/lon-1/grid/?verdict=failed&topology=rack-a00",
+    "/sites/lon-1/grid/?resource_class=gpu.h200.8x&satellite=sat-a",
     "/sites/lon-1/failures/",
+    "/sites/lon-1/failures/?resource_class=gpu.h200.8x&requirement=hbm-bandwidth&verdict=failed&satellite=sat-a",
     "/sites/lon-1/devices/a00-n00/",
     "/sites/lon-1/devices/a00-n01/",
     "/sites/lon-1/devices/a00-n01/certificate/",
     "/sites/lon-1/metrics/hbm-bandwidth/",
     "/jobs/",
+    "/jobs/?site=lon-1&status=queued",
 ]
 
 

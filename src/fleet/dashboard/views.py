@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import fields
+from functools import partial
 from typing import Any
 from uuid import UUID
 
+from django import forms
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import redirect, render
@@ -22,13 +24,14 @@ from django.views import View
 from fleet.burnin.reads.certificate import certificate_page
 from fleet.burnin.reads.device import device_page
 from fleet.burnin.reads.execution import execution_page
-from fleet.burnin.reads.failures import FAILURE_ORDERS, FailureFilters, failures_export, failures_page
+from fleet.burnin.reads.failures import FAILURE_ORDERS, NOT_PASSING, FailureFilters, failures_export, failures_page
+from fleet.burnin.reads.filters import scoped_racks, site_filter_values
 from fleet.burnin.reads.grid import GridFilters, grid_page
 from fleet.burnin.reads.job import job_detail_page
 from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
 from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
-from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices
+from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices, selection_only
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.csvfiles import csv_writer
 from fleet.core.exceptions import FleetError, NotFoundError
@@ -46,7 +49,7 @@ from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.whatif import policy_what_if
 from fleet.inventory.identity import actor_label
 from fleet.inventory.models import Site
-from fleet.inventory.selectors import site_by_slug
+from fleet.inventory.selectors import site_by_slug, site_list
 from fleet.jobs.selectors import job_page
 from fleet.jobs.services import job_cancel
 from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
@@ -96,41 +99,57 @@ class SitePage(access.Page, View):
         )
 
 
+def _bad_query(request: HttpRequest, form: forms.Form) -> HttpResponse:
+    """A query parameter the page's form refused: the 400 page naming each (an unknown value with
+    the known ones listed), never the page's results for a filter that matched nothing."""
+    return render(request, "400.html", {"message": query_problems(form), "without_query": request.path}, status=400)
+
+
 class GridPage(access.Page, View):
     replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        form = GridFilterForm(request.GET)
-        form.is_valid()
+        known = site_filter_values(slug, with_troubled_class=True)
+        form = GridFilterForm(request.GET, known=known, racks=partial(scoped_racks, known.site))
+        if not form.is_valid():
+            return _bad_query(request, form)
         query = form.cleaned_data
         filters = GridFilters(
-            resource_class=query.get("resource_class") or "",  # "": the site's first
-            topology=query.get("topology") or None,
-            verdict=query.get("verdict") or None,
-            satellite=query.get("satellite") or None,
+            resource_class=query["resource_class"],  # the class in trouble when none is named
+            topology=query["topology"] or None,
+            verdict=query["verdict"] or None,
+            satellite=query["satellite"] or None,
         )
-        read = grid_page(slug, filters, after=query.get("after") or None, limit=GRID_PAGE)
+        read = grid_page(known, filters, racks=form.racks, after=query["after"] or None, limit=GRID_PAGE)
         return _page(
             request,
             "dashboard/grid.html",
-            _context(read) | {"form": form, "query": request.GET, "every_failing": ALL_FAILED},
+            _context(read)
+            | {
+                "satellites": known.satellites,
+                "verdicts": Verdict.values,
+                "query": request.GET,
+                "every_failing": ALL_FAILED,
+            },
             {"grid": "dashboard/partials/grid_table.html"},
         )
 
 
-def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, FailureFilters, str, int]:
-    """The failures list's filters, order and page, from the query string (the page and its CSV)."""
-    form = FailureFilterForm(request.GET)
-    form.is_valid()
+def _failure_query(request: HttpRequest, slug: str) -> FailureFilterForm:
+    """The failures list's filters, order and page, from the query string (the page and its CSV),
+    checked against what the site holds."""
+    return FailureFilterForm(request.GET, known=site_filter_values(slug))
+
+
+def _failure_filters(form: FailureFilterForm) -> FailureFilters:
     query = form.cleaned_data
-    filters = FailureFilters(
-        resource_class=query.get("resource_class") or None,
-        requirement=query.get("requirement") or None,
-        verdict=query.get("verdict") or None,
-        satellite=query.get("satellite") or None,
+    return FailureFilters(
+        resource_class=query["resource_class"] or None,
+        requirement=query["requirement"] or None,
+        verdict=query["verdict"] or None,
+        satellite=query["satellite"] or None,
     )
-    return form, filters, query.get("order") or "newest", query.get("page") or 0
 
 
 class FailuresPage(access.Page, View):
@@ -138,14 +157,23 @@ class FailuresPage(access.Page, View):
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        form, filters, order, page = _failure_query(request)
+        form = _failure_query(request, slug)
+        if not form.is_valid():
+            return _bad_query(request, form)
+        filters = _failure_filters(form)
+        order, page = form.cleaned_data["order"] or "newest", form.cleaned_data["page"] or 0
         read = failures_page(slug, filters, order=order, page=page, limit=FAILURES_PAGE)
+        known = form.known_values
         return render(
             request,
             "dashboard/failures.html",
             _context(read)
             | {
-                "form": form,
+                "filters": filters,
+                "classes": known.resource_classes,
+                "requirements": known.requirement_names(filters.resource_class),
+                "satellites": known.satellites,
+                "verdicts": [str(v) for v in NOT_PASSING],
                 "order": order,
                 "page": page,
                 "orders": list(FAILURE_ORDERS),
@@ -175,9 +203,11 @@ class FailuresCsv(access.Page, View):
 
     permission_required = access.VIEW_PROGRESS
 
-    def get(self, request: HttpRequest, slug: str) -> StreamingHttpResponse:
-        _, filters, order, _ = _failure_query(request)
-        export = failures_export(slug, filters, order=order)
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse | StreamingHttpResponse:
+        form = _failure_query(request, slug)
+        if not form.is_valid():
+            return _bad_query(request, form)
+        export = failures_export(slug, _failure_filters(form), order=form.cleaned_data["order"] or "newest")
 
         def lines() -> Iterator[str]:
             out = _Line()
@@ -302,18 +332,25 @@ class JobsPage(access.Page, View):
     permission_required = access.VIEW_JOBS
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        form = JobsQueryForm(request.GET)
+        sites = {s.slug: s for s in site_list()}
+        form = JobsQueryForm(request.GET, sites=list(sites))
         if not form.is_valid():
-            return render(request, "400.html", {"message": query_problems(form)}, status=400)
+            return _bad_query(request, form)
         query = form.cleaned_data
         statuses = query["status"]
-        site = Site.objects.filter(slug=query["site"]).first() if query["site"] else None
+        site = sites[query["site"]] if query["site"] else None
         before = (query["before_at"], query["before_id"]) if query["before_at"] else None
         page = job_page(site_id=site.id if site else None, statuses=statuses, before=before)
         return _page(
             request,
             "dashboard/jobs.html",
-            {"page": page, "statuses": statuses, "site": site, "all_statuses": JobStatus.values},
+            {
+                "page": page,
+                "statuses": statuses,
+                "site": site,
+                "sites": sites.values(),
+                "all_statuses": JobStatus.values,
+            },
             {"jobs": "dashboard/partials/jobs_table.html"},
         )
 
@@ -387,11 +424,16 @@ class WhatIfPage(access.Page, View):
 # --- reruns --------------------------------------------------------------------------------------------
 
 
+#: Devices a selection narrows to some requirements (`selection_only`).
+Only = dict[UUID, frozenset[str]]
+
+
 def _selection(data: dict[str, Any]) -> RerunSelection:
     return RerunSelection(
         all_failed=data.get("select") == ALL_FAILED,
         topology=data.get("topology") or None,
         devices=tuple(data["device"]),
+        targets=tuple(data["target"]),
     )
 
 
@@ -406,12 +448,14 @@ class RerunPreview(access.Page, View):
         form = RerunForm(request.POST)
         if not form.is_valid():
             return render(request, self.template, {"site": site, "form": form}, status=400)
-        device_ids = selection_devices(site, _selection(form.cleaned_data))
+        selection = _selection(form.cleaned_data)
+        device_ids = selection_devices(site, selection)
         if not device_ids:
             form.add_error(None, "The selection holds no device.")
             return render(request, self.template, {"site": site, "form": form}, status=400)
         try:
-            outcome = self.outcome(request, site, device_ids, form.cleaned_data["mode"])
+            only = selection_only(site, selection)  # ticked failure rows: those requirements alone
+            outcome = self.outcome(request, site, device_ids, form.cleaned_data["mode"], only)
         except ValidationError as exc:
             form.add_error(None, "; ".join(" ".join(m) for m in exc.message_dict.values()))
             return render(request, self.template, {"site": site, "form": form}, status=400)
@@ -424,14 +468,18 @@ class RerunPreview(access.Page, View):
                 "form": form,
                 "outcome": outcome,
                 "device_ids": device_ids,
+                "only": only,
+                "targets": [t for t in selection.targets if t.device in only],
                 "hostnames": hostnames,
                 "mode": form.cleaned_data["mode"],
                 "modes": PlanningMode.values,
             },
         )
 
-    def outcome(self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode) -> DispatchOutcome:
-        return rerun_plan_preview(site=site, device_ids=device_ids, mode=mode)
+    def outcome(
+        self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode, only: Only
+    ) -> DispatchOutcome:
+        return rerun_plan_preview(site=site, device_ids=device_ids, mode=mode, only=only)
 
 
 class RerunDispatch(RerunPreview):
@@ -439,5 +487,9 @@ class RerunDispatch(RerunPreview):
 
     template = "dashboard/rerun_dispatched.html"
 
-    def outcome(self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode) -> DispatchOutcome:
-        return rerun_dispatch(site=site, device_ids=device_ids, mode=mode, requested_by=actor_label(request.user))
+    def outcome(
+        self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode, only: Only
+    ) -> DispatchOutcome:
+        return rerun_dispatch(
+            site=site, device_ids=device_ids, mode=mode, requested_by=actor_label(request.user), only=only
+        )

@@ -14,6 +14,8 @@ fleet's size (tests hold them at two sizes).
 | `/sites/<slug>/metrics/<requirement>/` | `metrics_page` | `metrics` |
 | `/jobs/<uuid>/` | `job_detail_page` | `job` |
 
-What a device's acceptance is lives in `acceptance` (`ACCEPTANCE`), read by the overview, the site
-page and the device page. A selector raises `NotFoundError` for what it does not find.
+What the grid's and the failures list's filters may name (classes, requirements, satellites, the
+filtered class's racks, the class the grid opens on) lives in `filters`. What a device's acceptance
+is lives in `acceptance` (`ACCEPTANCE`), read by the overview, the site page and the device page. A
+selector raises `NotFoundError` for what it does not find.
 """
