@@ -104,9 +104,13 @@ def test_an_unknown_failures_filter_is_a_400_listing_the_known_values(person, tw
 
 GRID_UNKNOWN = [
     ("resource_class=bogus", "unknown resource class 'bogus'", f"{GB200}, gpu.h200.8x"),
-    ("topology=rack-z99", "unknown rack 'rack-z99'", "rack-a00, rack-a01, rack-b00"),
-    ("resource_class=gpu.h200.8x&topology=nvl72-b01", "unknown rack 'nvl72-b01'", "rack-a00, rack-a01, rack-b00"),
-    ("satellite=sat-a&topology=rack-b00", "unknown rack 'rack-b00'", "rack-a00, rack-a01"),
+    ("topology=rack-z99", "unknown rack / topology 'rack-z99'", "rack-a00, rack-a01, rack-b00"),
+    (
+        "resource_class=gpu.h200.8x&topology=nvl72-b01",
+        "unknown rack / topology 'nvl72-b01'",
+        "rack-a00, rack-a01, rack-b00",
+    ),
+    ("satellite=sat-a&topology=rack-b00", "unknown rack / topology 'rack-b00'", "rack-a00, rack-a01"),
     ("satellite=sat-z", "unknown satellite 'sat-z'", "sat-a, sat-b"),
     ("verdict=green", "unknown verdict 'green'", "passed, failed, errored"),
 ]

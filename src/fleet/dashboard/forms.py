@@ -106,7 +106,7 @@ class GridFilterForm(QueryForm):
         self.racks = self._racks_of(self.cleaned_data["resource_class"], self.cleaned_data["satellite"] or None)
         labels = [r.label for r in self.racks]
         if value and value not in labels:
-            raise unknown_value("rack", value, labels)
+            raise unknown_value("rack / topology", value, labels)  # as the filter is labelled
         return value
 
 
