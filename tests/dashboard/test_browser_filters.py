@@ -38,6 +38,13 @@ def test_filters_offer_what_exists_and_an_unknown_value_is_a_400_naming_the_know
     page.wait_for_url(re.compile(r"requirement=hbm-bandwidth"))
     visit.shoot("filtered")
     assert page.locator("tr[data-target]").count() == 2
+    # Another class: its requirements differ, so the requirement filter goes back to "any" (a
+    # stale hbm-bandwidth would be refused as unknown for GB200).
+    page.select_option('select[name="resource_class"]', GB200)
+    assert page.locator('select[name="requirement"]').input_value() == ""
+    page.click("form.filters button[type=submit]")
+    page.wait_for_url(re.compile(r"resource_class=gpu.gb200"))
+    assert "Nothing failed" in page.inner_text("main")  # true: the GB200 domain passed everything
 
     response = page.goto(visit.base + "/sites/lon-1/failures/?resource_class=h200")
     visit.shoot("unknown-class")
