@@ -73,6 +73,16 @@ def test_a_dispatch_redirects_to_its_result_and_a_replay_after_the_job_ended_cre
     assert 'id="dispatch"' not in used and "already dispatched" in used and first["Location"] in used
 
 
+def test_preview_again_posts_the_selection_as_it_was_made_under_a_new_token(person, burnt_in):
+    operator = person(OPERATOR)
+    url, page = preview(operator, {"select": ALL_FAILED})
+    fields = form_fields(page, "/sites/lon-1/reruns/preview/")
+    assert fields == {"select": [ALL_FAILED]}  # not thousands of resolved device ids
+    again = post(operator, "/sites/lon-1/reruns/preview/", fields | {"mode": ["all"]})
+    assert again.status_code == 303 and again["Location"] != url
+    assert "mode <strong>all</strong>" in operator.get(again["Location"]).content.decode()
+
+
 def test_two_concurrent_dispatches_with_one_token_create_one_job(transactional_db, fleet, user_factory):
     build_site(fleet, racks=2)
     from django.contrib.auth.models import Permission

@@ -145,6 +145,7 @@ class RerunPreview(access.Page, View):
             "token": token,
             "outcome": outcome,
             "device_ids": device_ids,
+            "selection": _posted_again(form),
             "hostnames": device_hostnames([*device_ids, *touched]),
             "touched": touched,
             "mode": mode,
@@ -154,7 +155,8 @@ class RerunPreview(access.Page, View):
 
 
 def _previewed(request: HttpRequest, slug: str, token: UUID) -> RerunForm | None:
-    """The selection previewed under `token` in this person's session, as its form."""
+    """The selection previewed under `token` in this person's session, as its form (its data is
+    what the person posted, which "Preview again" posts again with another mode)."""
     kept = request.session.get(PREVIEWS, {}).get(str(token))
     if kept is None or kept["site"] != slug:
         return None
@@ -162,6 +164,11 @@ def _previewed(request: HttpRequest, slug: str, token: UUID) -> RerunForm | None
     for key, values in kept["fields"].items():
         data.setlist(key, values)
     return RerunForm(data)
+
+
+def _posted_again(form: RerunForm) -> list[tuple[str, str]]:
+    """The selection's fields as hidden inputs for "Preview again" (the mode is its select)."""
+    return [(key, value) for key, values in form.data.lists() if key != "mode" for value in values]
 
 
 class RerunDispatch(access.Page, View):
