@@ -4,26 +4,40 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0001_initial'),
+        ("jobs", "0001_initial"),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='ActionReceipt',
+            name="ActionReceipt",
             fields=[
-                ('token', models.UUIDField(editable=False, primary_key=True, serialize=False)),
-                ('action', models.CharField(choices=[('dispatch reruns', 'RERUN_DISPATCH'), ('cancel job', 'JOB_CANCEL'), ('start isolation', 'ISOLATION_DISPATCH')], max_length=32)),
-                ('subject', models.CharField(help_text='What it acted on: `site <slug>`, `job <id>`.', max_length=200)),
-                ('location', models.CharField(help_text="The result's page (a GET).", max_length=500)),
-                ('result', models.JSONField(blank=True, default=dict, help_text='What the result page shows.')),
-                ('requested_by', models.CharField(max_length=200)),
-                ('created_at', models.DateTimeField()),
+                ("token", models.UUIDField(editable=False, primary_key=True, serialize=False)),
+                (
+                    "action",
+                    models.CharField(
+                        choices=[
+                            ("dispatch reruns", "RERUN_DISPATCH"),
+                            ("cancel job", "JOB_CANCEL"),
+                            ("start isolation", "ISOLATION_DISPATCH"),
+                        ],
+                        max_length=32,
+                    ),
+                ),
+                ("subject", models.CharField(help_text="What it acted on: `site <slug>`, `job <id>`.", max_length=200)),
+                ("location", models.CharField(help_text="The result's page (a GET).", max_length=500)),
+                ("result", models.JSONField(blank=True, default=dict, help_text="What the result page shows.")),
+                ("requested_by", models.CharField(max_length=200)),
+                ("created_at", models.DateTimeField()),
             ],
             options={
-                'ordering': ['-created_at', 'token'],
-                'constraints': [models.CheckConstraint(condition=models.Q(('action__in', ['dispatch reruns', 'cancel job', 'start isolation'])), name='jobs_actionreceipt_action_valid')],
+                "ordering": ["-created_at", "token"],
+                "constraints": [
+                    models.CheckConstraint(
+                        condition=models.Q(("action__in", ["dispatch reruns", "cancel job", "start isolation"])),
+                        name="jobs_actionreceipt_action_valid",
+                    )
+                ],
             },
         ),
     ]
