@@ -168,7 +168,9 @@ def _previewed(request: HttpRequest, slug: str, token: UUID) -> RerunForm | None
 
 def _posted_again(form: RerunForm) -> list[tuple[str, str]]:
     """The selection's fields as hidden inputs for "Preview again" (the mode is its select)."""
-    return [(key, value) for key, values in form.data.lists() if key != "mode" for value in values]
+    data = form.data
+    assert isinstance(data, QueryDict)  # built by `_previewed`
+    return [(key, value) for key, values in data.lists() if key != "mode" for value in values]
 
 
 class RerunDispatch(access.Page, View):
