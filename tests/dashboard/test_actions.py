@@ -209,6 +209,8 @@ def test_an_operator_previews_dispatches_and_follows_isolation_through_the_dashb
     assert post(operator, "/sites/lon-1/isolation/dispatch/", fields)["Location"] == dispatched["Location"]
     assert IsolationPlan.objects.count() == 1 and Job.objects.count() == 2
     assert "round 1" in shown(operator.get(dispatched["Location"]))
+    another = shown(operator.get(operator.get(link.replace("&amp;", "&"))["Location"]))  # a new preview of it
+    assert 'id="start-isolation"' not in another and f"/sites/lon-1/isolation/{plan.id}/" in another
 
     advance = f"/sites/lon-1/isolation/{plan.id}/advance/"
     while plan.status == IsolationStatus.RUNNING:

@@ -305,7 +305,11 @@ class IsolationPreview(access.Page, View):
         except ValidationError as exc:
             return _refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
         data = isolation.preview_data(preview)
-        return _no_store(render(request, self.template, {"site": site, "preview": data, "token": token}))
+        running = isolation.running_plan_id(
+            site=site, topology_id=form.cleaned_data["topology"], requirement_name=form.cleaned_data["requirement"]
+        )
+        context = {"site": site, "preview": data, "token": token, "running": running}
+        return _no_store(render(request, self.template, context))
 
 
 class IsolationDispatch(access.Page, View):
