@@ -234,3 +234,41 @@ class WhatIfForm(forms.Form):
     """A candidate fleet file, uploaded to see what its thresholds would flip."""
 
     candidate = forms.FileField(label="candidate fleet file (YAML)")
+
+
+# --- state-changing actions (Post/Redirect/Get with a one-time token: fleet.jobs.receipts) -----------------
+
+TOKEN_ERRORS = {"required": "This form carries no token: open a new preview.", "invalid": "Not a form token."}
+CONFIRM_ERRORS = {"required": "Tick the confirmation: it states what will happen."}
+
+
+class RerunDispatchForm(forms.Form):
+    """A preview's dispatch button: its token, the plan it showed (`expect`: how many devices and
+    their key) and, for more than one device, the ticked confirmation."""
+
+    token = forms.UUIDField(error_messages=TOKEN_ERRORS)
+    expect = forms.RegexField(r"^[0-9]{1,6}:[0-9a-f]{64}$", error_messages={"invalid": "Not a preview's plan."})
+    confirm = forms.BooleanField(required=False)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        if data.get("expect") and int(data["expect"].split(":")[0]) > 1 and not data.get("confirm"):
+            self.add_error("confirm", CONFIRM_ERRORS["required"])
+        return data
+
+
+class CancelForm(forms.Form):
+    token = forms.UUIDField(error_messages=TOKEN_ERRORS)
+    confirm = forms.BooleanField(error_messages=CONFIRM_ERRORS)
+
+
+class IsolationForm(forms.Form):
+    """Which failed cohort: a topology (its id) and the multi-node requirement it failed."""
+
+    topology = forms.UUIDField(error_messages={"invalid": "Enter a topology id (a UUID)."})
+    requirement = forms.CharField(max_length=100)
+
+
+class IsolationDispatchForm(IsolationForm):
+    token = forms.UUIDField(error_messages=TOKEN_ERRORS)
+    confirm = forms.BooleanField(error_messages=CONFIRM_ERRORS)

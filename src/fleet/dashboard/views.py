@@ -1,6 +1,7 @@
 """The dashboard's pages: each parses its input, calls its page's selector (`fleet.burnin.reads`),
 which returns everything the template shows as one dataclass, and renders it; the actions call the
-same services as the API (rerun preview and dispatch, job cancel). What a selector does not find
+same services as the API (the state-changing ones, Post/Redirect/Get with a token, are in
+`fleet.dashboard.actions`). What a selector does not find
 (`NotFoundError`) is the 404 page (`access.Page`).
 
 An htmx request for a page's live part (`?fragment=…`) gets only that part, rendered by the same
@@ -15,9 +16,8 @@ from typing import Any
 from uuid import UUID
 
 from django import forms
-from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.utils import timezone
 from django.views import View
 
@@ -31,28 +31,21 @@ from fleet.burnin.reads.job import job_detail_page
 from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
 from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
-from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices, selection_only
-from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.csvfiles import csv_writer
-from fleet.core.exceptions import FleetError, NotFoundError
 from fleet.dashboard import access, charts
 from fleet.dashboard.forms import (
     ALL_FAILED,
     FailureFilterForm,
     GridFilterForm,
     JobsQueryForm,
-    RerunForm,
     WhatIfForm,
     query_problems,
 )
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.whatif import policy_what_if
-from fleet.inventory.identity import actor_label
-from fleet.inventory.models import Site
-from fleet.inventory.selectors import site_by_slug, site_list
+from fleet.inventory.selectors import site_list
 from fleet.jobs.selectors import job_page
-from fleet.jobs.services import job_cancel
-from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
+from fleet_rules.vocabulary import JobStatus, Verdict
 
 GRID_PAGE = 100
 FAILURES_PAGE = 100
@@ -367,19 +360,6 @@ class JobPage(access.Page, View):
         )
 
 
-class CancelJob(access.Page, View):
-    permission_required = access.CANCEL
-
-    def post(self, request: HttpRequest, job_id: UUID) -> HttpResponse:
-        try:
-            job_cancel(job_id=job_id, requested_by=actor_label(request.user))
-        except NotFoundError:
-            raise  # the 404 page, as for every page (access.Page)
-        except FleetError as exc:
-            return render(request, "dashboard/message.html", {"message": exc.detail}, status=exc.status_code)
-        return redirect("dashboard:job", job_id=job_id)
-
-
 # --- policy what-if ------------------------------------------------------------------------------------
 
 
@@ -388,6 +368,7 @@ class WhatIfPage(access.Page, View):
     would supersede, computed as `fleet apply --what-if` does. Nothing is written."""
 
     permission_required = access.DISPATCH  # the operator role
+    action = "try a candidate fleet file on what-if (it writes nothing)"
     template = "dashboard/what_if.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -418,78 +399,4 @@ class WhatIfPage(access.Page, View):
                 "groups": sorted(groups.items()),
                 "name": form.cleaned_data["candidate"].name,
             },
-        )
-
-
-# --- reruns --------------------------------------------------------------------------------------------
-
-
-#: Devices a selection narrows to some requirements (`selection_only`).
-Only = dict[UUID, frozenset[str]]
-
-
-def _selection(data: dict[str, Any]) -> RerunSelection:
-    return RerunSelection(
-        all_failed=data.get("select") == ALL_FAILED,
-        topology=data.get("topology") or None,
-        devices=tuple(data["device"]),
-        targets=tuple(data["target"]),
-    )
-
-
-class RerunPreview(access.Page, View):
-    """Selection → the jobs a dispatch would create now and why everything else would not run."""
-
-    permission_required = access.DISPATCH
-    template = "dashboard/rerun_preview.html"
-
-    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
-        site = site_by_slug(slug)
-        form = RerunForm(request.POST)
-        if not form.is_valid():
-            return render(request, self.template, {"site": site, "form": form}, status=400)
-        selection = _selection(form.cleaned_data)
-        device_ids = selection_devices(site, selection)
-        if not device_ids:
-            form.add_error(None, "The selection holds no device.")
-            return render(request, self.template, {"site": site, "form": form}, status=400)
-        try:
-            only = selection_only(site, selection)  # ticked failure rows: those requirements alone
-            outcome = self.outcome(request, site, device_ids, form.cleaned_data["mode"], only)
-        except ValidationError as exc:
-            form.add_error(None, "; ".join(" ".join(m) for m in exc.message_dict.values()))
-            return render(request, self.template, {"site": site, "form": form}, status=400)
-        hostnames = device_hostnames(device_ids)
-        return render(
-            request,
-            self.template,
-            {
-                "site": site,
-                "form": form,
-                "outcome": outcome,
-                "device_ids": device_ids,
-                "only": only,
-                "targets": [t for t in selection.targets if t.device in only],
-                "hostnames": hostnames,
-                "mode": form.cleaned_data["mode"],
-                "modes": PlanningMode.values,
-            },
-        )
-
-    def outcome(
-        self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode, only: Only
-    ) -> DispatchOutcome:
-        return rerun_plan_preview(site=site, device_ids=device_ids, mode=mode, only=only)
-
-
-class RerunDispatch(RerunPreview):
-    """The same selection, dispatched through the Job path (POST with CSRF, the operator role)."""
-
-    template = "dashboard/rerun_dispatched.html"
-
-    def outcome(
-        self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode, only: Only
-    ) -> DispatchOutcome:
-        return rerun_dispatch(
-            site=site, device_ids=device_ids, mode=mode, requested_by=actor_label(request.user), only=only
         )

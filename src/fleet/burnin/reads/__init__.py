@@ -13,6 +13,9 @@ fleet's size (tests hold them at two sizes).
 | `/executions/<uuid>/` | `execution_page` | `execution` |
 | `/sites/<slug>/metrics/<requirement>/` | `metrics_page` | `metrics` |
 | `/jobs/<uuid>/` | `job_detail_page` | `job` |
+| `/sites/<slug>/reruns/<token>/` | `rerun_result_page` | `actions` |
+| `/jobs/<uuid>/cancel/` | `job_cancel_page` | `actions` |
+| `/sites/<slug>/isolation/<plan>/` | `isolation_plan_page` | `actions` |
 
 What the grid's and the failures list's filters may name (classes, requirements, satellites, the
 filtered class's racks, the class the grid opens on) lives in `filters`. What a device's acceptance
