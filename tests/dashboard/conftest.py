@@ -3,6 +3,7 @@ through: executions reported, evaluated by the agent's own evaluator, reconciled
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -138,3 +139,45 @@ def person(client, user_factory) -> Callable[..., object]:
         return browser
 
     return make
+
+
+# --- a person's actions through the pages (Post/Redirect/Get with a token: fleet.dashboard.actions) ---------
+
+DISPATCH = "/sites/lon-1/reruns/dispatch/"
+
+
+def csrf(browser) -> str:
+    browser.get("/jobs/")  # sets the CSRF cookie, as a browser would
+    return browser.cookies["csrftoken"].value
+
+
+def post(browser, url: str, data: dict):
+    return browser.post(url, data | {"csrfmiddlewaretoken": csrf(browser)})
+
+
+def preview(browser, selection: dict) -> tuple[str, str]:
+    """POST a selection as the grid does; follow the redirect to the preview page; (its URL, HTML)."""
+    response = post(browser, "/sites/lon-1/reruns/preview/", selection)
+    assert response.status_code == 303, response.status_code
+    url = response["Location"]
+    page = browser.get(url)
+    assert page.status_code == 200
+    return url, page.content.decode()
+
+
+def form_fields(page: str, action: str) -> dict[str, list[str]]:
+    """The inputs of the form posting to `action`, as a browser sends them with every box ticked."""
+    form = page.split(f'action="{action}"', 1)[1].split("</form>", 1)[0]
+    fields: dict[str, list[str]] = {}
+    for tag in re.findall(r"<input[^>]*>", form):
+        name = re.search(r'name="([^"]+)"', tag)
+        value = re.search(r'value="([^"]*)"', tag)
+        if name and name.group(1) != "csrfmiddlewaretoken":
+            fields.setdefault(name.group(1), []).append(value.group(1) if value else "on")
+    return fields
+
+
+def preview_and_dispatch(browser, selection: dict):
+    """What an operator does: preview the selection, tick the confirmation, dispatch (the 303)."""
+    _, page = preview(browser, selection)
+    return post(browser, DISPATCH, form_fields(page, DISPATCH))

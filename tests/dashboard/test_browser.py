@@ -144,7 +144,7 @@ def test_an_operator_follows_a_failure_to_its_evidence_and_reruns_its_rack(tab):
     visit.go("/sites/lon-1/grid/", "grid-again")
     page.select_option('select[name="topology"][aria-label="rack to rerun"]', "rack-a01")
     page.click("#select-rack")
-    page.wait_for_url(re.compile(r"/reruns/preview/"))
+    page.wait_for_url(re.compile(r"/reruns/preview/[0-9a-f-]{36}/$"))
     visit.shoot("preview")
     skips = page.locator("table.skips").inner_text()
     assert "topology_cohort_blocked" in skips and "runs as one cohort" in skips
@@ -152,7 +152,7 @@ def test_an_operator_follows_a_failure_to_its_evidence_and_reruns_its_rack(tab):
     assert Job.objects.count() == 0
 
     page.click("#dispatch")
-    page.wait_for_url(re.compile(r"/reruns/dispatch/"))
+    page.wait_for_url(re.compile(r"/reruns/[0-9a-f-]{36}/$"))  # the result, a GET page (Post/Redirect/Get)
     visit.shoot("dispatched")
     job = Job.objects.get()
     assert page.locator("a.created-job").inner_text() == str(job.id)

@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 from fleet.burnin.models import PolicyProgress
 from fleet.dashboard.forms import ALL_FAILED
 from fleet.jobs.models import Job
-from tests.dashboard.conftest import OPERATOR, VIEWER, build_site
+from tests.dashboard.conftest import OPERATOR, VIEWER, build_site, form_fields, preview, preview_and_dispatch
 
 
 def text(response) -> str:
@@ -167,12 +167,14 @@ def _post(browser, url, data):
 
 def test_an_operator_previews_a_rack_sees_the_skips_explained_then_dispatches(person, burnt_in):
     operator = person(OPERATOR)
-    preview = text(_post(operator, "/sites/lon-1/reruns/preview/", {"topology": "rack-a01"}))
-    assert "4 devices selected" in preview
-    assert "already_satisfied" in preview and "it already passed under the current policy" in preview
-    assert "topology_cohort_blocked" in preview and "runs as one cohort" in preview
+    _, page = preview(operator, {"topology": "rack-a01"})
+    previewed = re.sub(r"\s+", " ", page)
+    assert "4 devices selected" in previewed
+    assert "already_satisfied" in previewed and "it already passed under the current policy" in previewed
+    assert "topology_cohort_blocked" in previewed and "runs as one cohort" in previewed
     assert Job.objects.count() == 0  # a preview creates nothing
-    dispatched = text(_post(operator, "/sites/lon-1/reruns/dispatch/", {"topology": "rack-a01"}))
+    result = _post(operator, "/sites/lon-1/reruns/dispatch/", form_fields(page, "/sites/lon-1/reruns/dispatch/"))
+    dispatched = text(operator.get(result["Location"]))
     job = Job.objects.get()
     assert job.requested_by == "user:person" and job.requirement_names == ["hbm-bandwidth"]
     assert f"/jobs/{job.id}/" in dispatched and "a01-n00" in dispatched
@@ -183,21 +185,22 @@ def test_an_empty_or_bad_selection_is_a_clear_400(person, burnt_in):
     assert "Select devices, a rack" in text(_post(operator, "/sites/lon-1/reruns/preview/", {}))
     bad = _post(operator, "/sites/lon-1/reruns/preview/", {"device": "not-a-uuid"})
     assert bad.status_code == 400 and "is not a device id" in text(bad)
-    nowhere = _post(operator, "/sites/lon-1/reruns/preview/", {"topology": "no-such-rack"})
+    nowhere = operator.get(_post(operator, "/sites/lon-1/reruns/preview/", {"topology": "no-such-rack"})["Location"])
     assert nowhere.status_code == 400 and "holds no device" in text(nowhere)
 
 
 def test_jobs_are_listed_and_an_operator_cancels_one(person, burnt_in):
     operator = person(OPERATOR)
-    _post(operator, "/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED})
+    preview_and_dispatch(operator, {"select": ALL_FAILED})
     jobs = list(Job.objects.all())
     assert jobs
     listing = text(operator.get("/jobs/?site=lon-1"))
     assert all(str(j.id) in listing for j in jobs)
     detail = text(operator.get(f"/jobs/{jobs[0].id}/"))
     assert "cancel-job" in detail and "queued" in detail
-    response = _post(operator, f"/jobs/{jobs[0].id}/cancel/", {})
-    assert response.status_code == 302
+    confirmation = operator.get(operator.get(f"/jobs/{jobs[0].id}/cancel/")["Location"]).content.decode()
+    response = _post(operator, f"/jobs/{jobs[0].id}/cancel/", form_fields(confirmation, f"/jobs/{jobs[0].id}/cancel/"))
+    assert response.status_code == 303
     jobs[0].refresh_from_db()
     assert jobs[0].status == "cancelled" and jobs[0].failure_reason == "cancelled by user:person"
     assert "cancel-job" not in text(person(VIEWER, username="v").get(f"/jobs/{jobs[0].id}/"))
@@ -215,12 +218,15 @@ PAGES = [
     "/sites/lon-1/",
     "/sites/lon-1/grid/",
     "/sites/lon-1/grid/?verdict=failed&topology=rack-a00",
+    "/sites/lon-1/grid/?resource_class=gpu.h200.8x&satellite=sat-a",
     "/sites/lon-1/failures/",
+    "/sites/lon-1/failures/?resource_class=gpu.h200.8x&requirement=hbm-bandwidth&verdict=failed&satellite=sat-a",
     "/sites/lon-1/devices/a00-n00/",
     "/sites/lon-1/devices/a00-n01/",
     "/sites/lon-1/devices/a00-n01/certificate/",
     "/sites/lon-1/metrics/hbm-bandwidth/",
     "/jobs/",
+    "/jobs/?site=lon-1&status=queued",
 ]
 
 
@@ -231,7 +237,7 @@ def test_each_page_costs_the_same_queries_at_two_fleet_sizes(person, fleet, url)
     counts = []
     for grow in (0, 3):
         world.add_racks(grow)
-        _post(browser, "/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED})  # jobs to list, more each time
+        preview_and_dispatch(browser, {"select": ALL_FAILED})  # jobs to list, more each time
         browser.get(url)  # warm: the session, permissions, content types
         with CaptureQueriesContext(connection) as queries:
             assert browser.get(url).status_code == 200
@@ -276,5 +282,5 @@ def test_the_standard_roles_open_the_dashboard_as_documented(client, user_factor
     assert 'role: <strong id="role">viewer</strong>' in text(viewer.get("/"))
     assert 'role: <strong id="role">operator</strong>' in text(operator.get("/"))
     assert _post(viewer, "/sites/lon-1/reruns/preview/", {"select": ALL_FAILED}).status_code == 403
-    assert _post(operator, "/sites/lon-1/reruns/dispatch/", {"select": ALL_FAILED}).status_code == 200
+    assert preview_and_dispatch(operator, {"select": ALL_FAILED}).status_code == 303
     assert Group.objects.get(name="viewer").permissions.filter(codename="view_reconcilesweep").exists()

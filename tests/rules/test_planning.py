@@ -86,6 +86,7 @@ class Scenario:
     topologies: dict[UUID, TopologyFacts] = field(default_factory=dict)
     workflows: dict[UUID, frozenset[str]] = field(default_factory=lambda: {SAT: BOTH_WORKFLOWS})
     has_policy: bool = True
+    only: dict[UUID, frozenset[str]] = field(default_factory=dict)
 
     def row(self, requirement: RequirementFacts, target: UUID, verdict: str = Verdict.FAILED) -> None:
         """A current projection row: this policy version, deciding the target's latest execution."""
@@ -113,6 +114,7 @@ class Scenario:
             profiles=self.profiles,
             topologies=self.topologies,
             workflows=self.workflows,
+            only=self.only,
         )
 
 
@@ -413,6 +415,54 @@ def test_one_single_node_job_per_device_carries_all_its_remaining_requirements()
     by_device = {j.device_ids: [r.name for r in j.requirements] for j in result.jobs}
     assert by_device == {(nodes[0].id,): ["gpu-diag", "hbm-bw"], (nodes[1].id,): ["gpu-diag"]}
     assert all(j.workflow_name == WorkflowName.SINGLE_NODE for j in result.jobs)
+
+
+def test_a_target_selection_plans_only_its_requirements_and_lists_nothing_else_as_skipped():
+    """Issue 27, finding 6: a ticked failures row is one (device, requirement) target; the device's
+    other failing requirements are neither planned nor reported as skipped."""
+    diag, mem = requirement("gpu-diag"), requirement("hbm-bw", test="nvbandwidth")
+    nodes = [device("n1"), device("n2")]
+    scenario = Scenario(requirements=[diag, mem], devices=nodes)
+    scenario.profiles.append(profile("nvbandwidth"))
+    for node in nodes:
+        scenario.row(diag, node.id)
+        scenario.row(mem, node.id)
+    scenario.row(diag, nodes[0].id, Verdict.PASSED)
+    scenario.only = {nodes[0].id: frozenset({"hbm-bw"}), nodes[1].id: frozenset({"hbm-bw"})}
+    result = plan(scenario.input())
+    assert {j.device_ids: [r.name for r in j.requirements] for j in result.jobs} == {
+        (nodes[0].id,): ["hbm-bw"],
+        (nodes[1].id,): ["hbm-bw"],
+    }
+    assert result.skips == ()  # n1's passed gpu-diag is not "already satisfied": nobody asked for it
+
+
+def test_a_device_not_named_by_a_target_keeps_every_requirement():
+    diag, mem = requirement("gpu-diag"), requirement("hbm-bw", test="nvbandwidth")
+    nodes = [device("n1"), device("n2")]
+    scenario = Scenario(requirements=[diag, mem], devices=nodes)
+    scenario.profiles.append(profile("nvbandwidth"))
+    for node in nodes:
+        scenario.row(diag, node.id)
+        scenario.row(mem, node.id)
+    scenario.only = {nodes[0].id: frozenset({"gpu-diag"})}
+    result = plan(scenario.input())
+    assert {j.device_ids: [r.name for r in j.requirements] for j in result.jobs} == {
+        (nodes[0].id,): ["gpu-diag"],
+        (nodes[1].id,): ["gpu-diag", "hbm-bw"],
+    }
+
+
+def test_a_target_selection_of_a_racks_collective_plans_the_collective_alone():
+    scenario, rack, nccl, members = cohort_scenario()
+    scenario.only = {m.id: frozenset({nccl.name}) for m in members}
+    result = plan(scenario.input())
+    assert [(j.workflow_name, [r.name for r in j.requirements]) for j in result.jobs] == [
+        (WorkflowName.MULTI_NODE_COLLECTIVE, [nccl.name])
+    ]
+    assert result.skips == ()  # the members' passed gpu-diag is not listed: it was not selected
+    scenario.only = {m.id: frozenset({"gpu-diag"}) for m in members}
+    assert plan(scenario.input()).jobs == ()
 
 
 def test_a_plan_is_the_same_whatever_order_the_devices_are_selected_in():

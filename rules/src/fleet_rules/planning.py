@@ -10,7 +10,9 @@ Two passes over facts loaded under the devices' locks:
   `MultiNodeBurnInCollectiveWorkflow` job only when the whole cohort is selected, eligible, free
   (no active job, none given by the first pass) and has passed every single-node requirement.
 
-Every output list is sorted, so the same state always gives the same plan.
+A selection may narrow devices to some requirements (`PlanningInput.only`, ticked failure rows);
+the others are neither planned nor listed as skipped. Every output list is sorted, so the same
+state always gives the same plan.
 """
 
 from __future__ import annotations
@@ -149,9 +151,18 @@ class PlanningInput:
     profiles: Sequence[ProfileFacts]
     topologies: Mapping[UUID, TopologyFacts]
     workflows: Mapping[UUID, frozenset[str]]  # satellite → advertised workflow names
+    #: A target selection (ticked failure rows): device → the only requirements to plan for it; a
+    #: device not in it is planned for every requirement.
+    only: Mapping[UUID, frozenset[str]] = field(default_factory=dict)
     _profiles_chosen: dict[tuple[str, UUID], ProfileFacts | None] = field(
         default_factory=dict, init=False, repr=False, compare=False
     )
+
+    def wants(self, device_id: UUID, requirement: RequirementFacts) -> bool:
+        """Whether the selection asks for this requirement of the device (a target selection
+        names only some; anything else is neither planned nor listed as skipped)."""
+        names = self.only.get(device_id)
+        return names is None or requirement.name in names
 
     def profile_for(self, resource_class: str, requirement: RequirementFacts) -> ProfileFacts | None:
         """`choose_profile`, once per resource class and requirement (not once per device)."""
@@ -422,7 +433,7 @@ def plan_single_node(data: PlanningInput, skips: _Skips) -> SingleNodePass:
         assert policy is not None  # a missing policy is an exclusion
         remaining = []
         for requirement in policy.single_node:
-            if not requirement.rerunnable:
+            if not (requirement.rerunnable and data.wants(device.id, requirement)):
                 continue
             skip = single_node_reason(data, device, policy, requirement)
             if skip is not None:
@@ -464,6 +475,8 @@ def plan_cohorts(data: PlanningInput, first: SingleNodePass, skips: _Skips) -> t
         policy = data.policies[device.resource_class]
         for requirement in policy.requirements:
             if not (requirement.multi_node and requirement.rerunnable and requirement.unit):
+                continue
+            if not data.wants(device.id, requirement):
                 continue
             topology_id = device.topologies.get(requirement.unit)
             topology = data.topologies.get(topology_id) if topology_id else None

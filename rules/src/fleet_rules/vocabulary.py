@@ -143,6 +143,14 @@ class JobReason(Vocabulary):
     DIAGNOSIS = "diagnosis"  # a round of culprit isolation (its executions judge no target)
 
 
+class PersonAction(Vocabulary):
+    """A person's state-changing action on the dashboard, recorded once under its one-time token."""
+
+    RERUN_DISPATCH = "dispatch reruns"
+    JOB_CANCEL = "cancel job"
+    ISOLATION_DISPATCH = "start isolation"
+
+
 # --- burn-in evidence and the projection ----------------------------------------------------------
 
 

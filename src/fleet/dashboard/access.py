@@ -7,9 +7,10 @@ from contextlib import nullcontext
 from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
+from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest
 
-from fleet.access.roles import OPERATOR
+from fleet.access.roles import OPERATOR, OPERATOR_PERMISSIONS, VIEWER
 from fleet.core.exceptions import NotFoundError
 from fleet.core.replica import replica_reads
 
@@ -37,6 +38,11 @@ def role_of(user: Any) -> str:
     return "no role"
 
 
+def role_needed(permissions: Any) -> str:
+    """The least standard role (`fleet.access.roles`) holding these permissions."""
+    return OPERATOR if set(permissions) & set(OPERATOR_PERMISSIONS) else VIEWER
+
+
 def dashboard_context(request: HttpRequest) -> dict[str, Any]:
     """Template context for every page: the role, and which actions to offer."""
     user = request.user
@@ -52,10 +58,30 @@ class Page(LoginRequiredMixin, PermissionRequiredMixin):
     person without it gets the 403 page, a signed-out one the login page; what a selector does not
     find is the 404 page."""
 
+    request: HttpRequest  # set by View.setup before dispatch
+
+    #: What this page lets a person do, for the refusal that names the role it takes.
+    action = "read the dashboard"
+
     #: Read this page's domain data from the replica (DATABASE_REPLICA_URL), on GET: for pages
     #: whose reader can live with the replica's lag (aggregates), never for the page someone lands
     #: on right after a write.
     replica_ok = False
+
+    def get_permission_denied_message(self) -> str:
+        """The 403 page's words: this page's action and the role it takes (finding 7: a person
+        without a role was told to ask for the operator role "to dispatch or cancel")."""
+        return (
+            f"To {self.action} you need the {role_needed(self.get_permission_required())} role "
+            f"(yours: {role_of(self.request.user)}). Ask an administrator for it."
+        )
+
+    def handle_no_permission(self) -> Any:
+        """A machine's bearer token (a satellite's, say) does not open the dashboard: refused (403),
+        not sent to a sign-in page it cannot use."""
+        if not self.request.user.is_authenticated and "HTTP_AUTHORIZATION" in self.request.META:
+            raise PermissionDenied("An API token does not open the dashboard: people sign in, machines use the API.")
+        return super().handle_no_permission()
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         reads = replica_reads() if self.replica_ok and request.method in ("GET", "HEAD") else nullcontext()

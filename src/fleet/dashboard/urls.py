@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet.dashboard import lifecycle_views, views
+from fleet.dashboard import actions, lifecycle_views, views
 
 app_name = "dashboard"
 
@@ -20,11 +20,21 @@ urlpatterns = [
         name="device-certificate",
     ),
     path("sites/<slug:slug>/metrics/<str:requirement>/", views.MetricsPage.as_view(), name="metrics"),
-    path("sites/<slug:slug>/reruns/preview/", views.RerunPreview.as_view(), name="rerun-preview"),
-    path("sites/<slug:slug>/reruns/dispatch/", views.RerunDispatch.as_view(), name="rerun-dispatch"),
+    path("sites/<slug:slug>/reruns/preview/", actions.RerunPreview.as_view(), name="rerun-preview"),
+    path("sites/<slug:slug>/reruns/preview/<uuid:token>/", actions.RerunPreview.as_view(), name="rerun-previewed"),
+    path("sites/<slug:slug>/reruns/dispatch/", actions.RerunDispatch.as_view(), name="rerun-dispatch"),
+    path("sites/<slug:slug>/reruns/<uuid:token>/", actions.RerunResult.as_view(), name="rerun-result"),
+    path("sites/<slug:slug>/isolation/preview/", actions.IsolationPreview.as_view(), name="isolation-preview"),
+    path("sites/<slug:slug>/isolation/dispatch/", actions.IsolationDispatch.as_view(), name="isolation-dispatch"),
+    path("sites/<slug:slug>/isolation/<uuid:plan_id>/", actions.IsolationPlanPage.as_view(), name="isolation"),
+    path(
+        "sites/<slug:slug>/isolation/<uuid:plan_id>/advance/",
+        actions.IsolationAdvance.as_view(),
+        name="isolation-advance",
+    ),
     path("executions/<uuid:execution_id>/", views.ExecutionPage.as_view(), name="execution"),
     path("what-if/", views.WhatIfPage.as_view(), name="what-if"),
     path("jobs/", views.JobsPage.as_view(), name="jobs"),
     path("jobs/<uuid:job_id>/", views.JobPage.as_view(), name="job"),
-    path("jobs/<uuid:job_id>/cancel/", views.CancelJob.as_view(), name="job-cancel"),
+    path("jobs/<uuid:job_id>/cancel/", actions.CancelJob.as_view(), name="job-cancel"),
 ]

@@ -1,6 +1,7 @@
 """The dashboard's pages: each parses its input, calls its page's selector (`fleet.burnin.reads`),
 which returns everything the template shows as one dataclass, and renders it; the actions call the
-same services as the API (rerun preview and dispatch, job cancel). What a selector does not find
+same services as the API (the state-changing ones, Post/Redirect/Get with a token, are in
+`fleet.dashboard.actions`). What a selector does not find
 (`NotFoundError`) is the 404 page (`access.Page`).
 
 An htmx request for a page's live part (`?fragment=…`) gets only that part, rendered by the same
@@ -10,46 +11,41 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import fields
+from functools import partial
 from typing import Any
 from uuid import UUID
 
-from django.core.exceptions import ValidationError
+from django import forms
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import render
 from django.utils import timezone
 from django.views import View
 
 from fleet.burnin.reads.certificate import certificate_page
 from fleet.burnin.reads.device import device_page
 from fleet.burnin.reads.execution import execution_page
-from fleet.burnin.reads.failures import FAILURE_ORDERS, FailureFilters, failures_export, failures_page
+from fleet.burnin.reads.failures import FAILURE_ORDERS, NOT_PASSING, FailureFilters, failures_export, failures_page
+from fleet.burnin.reads.filters import scoped_racks, site_filter_values
 from fleet.burnin.reads.grid import GridFilters, grid_page
 from fleet.burnin.reads.job import job_detail_page
 from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
 from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
-from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices
-from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch, rerun_plan_preview
 from fleet.core.csvfiles import csv_writer
-from fleet.core.exceptions import FleetError, NotFoundError
 from fleet.dashboard import access, charts
 from fleet.dashboard.forms import (
     ALL_FAILED,
     FailureFilterForm,
     GridFilterForm,
     JobsQueryForm,
-    RerunForm,
     WhatIfForm,
     query_problems,
 )
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.whatif import policy_what_if
-from fleet.inventory.identity import actor_label
-from fleet.inventory.models import Site
-from fleet.inventory.selectors import site_by_slug
+from fleet.inventory.selectors import site_list
 from fleet.jobs.selectors import job_page
-from fleet.jobs.services import job_cancel
-from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
+from fleet_rules.vocabulary import JobStatus, Verdict
 
 GRID_PAGE = 100
 FAILURES_PAGE = 100
@@ -96,41 +92,57 @@ class SitePage(access.Page, View):
         )
 
 
+def _bad_query(request: HttpRequest, form: forms.Form) -> HttpResponse:
+    """A query parameter the page's form refused: the 400 page naming each (an unknown value with
+    the known ones listed), never the page's results for a filter that matched nothing."""
+    return render(request, "400.html", {"message": query_problems(form), "without_query": request.path}, status=400)
+
+
 class GridPage(access.Page, View):
     replica_ok = True
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        form = GridFilterForm(request.GET)
-        form.is_valid()
+        known = site_filter_values(slug, with_troubled_class=True)
+        form = GridFilterForm(request.GET, known=known, racks=partial(scoped_racks, known.site))
+        if not form.is_valid():
+            return _bad_query(request, form)
         query = form.cleaned_data
         filters = GridFilters(
-            resource_class=query.get("resource_class") or "",  # "": the site's first
-            topology=query.get("topology") or None,
-            verdict=query.get("verdict") or None,
-            satellite=query.get("satellite") or None,
+            resource_class=query["resource_class"],  # the class in trouble when none is named
+            topology=query["topology"] or None,
+            verdict=query["verdict"] or None,
+            satellite=query["satellite"] or None,
         )
-        read = grid_page(slug, filters, after=query.get("after") or None, limit=GRID_PAGE)
+        read = grid_page(known, filters, racks=form.racks, after=query["after"] or None, limit=GRID_PAGE)
         return _page(
             request,
             "dashboard/grid.html",
-            _context(read) | {"form": form, "query": request.GET, "every_failing": ALL_FAILED},
+            _context(read)
+            | {
+                "satellites": known.satellites,
+                "verdicts": Verdict.values,
+                "query": request.GET,
+                "every_failing": ALL_FAILED,
+            },
             {"grid": "dashboard/partials/grid_table.html"},
         )
 
 
-def _failure_query(request: HttpRequest) -> tuple[FailureFilterForm, FailureFilters, str, int]:
-    """The failures list's filters, order and page, from the query string (the page and its CSV)."""
-    form = FailureFilterForm(request.GET)
-    form.is_valid()
+def _failure_query(request: HttpRequest, slug: str) -> FailureFilterForm:
+    """The failures list's filters, order and page, from the query string (the page and its CSV),
+    checked against what the site holds."""
+    return FailureFilterForm(request.GET, known=site_filter_values(slug))
+
+
+def _failure_filters(form: FailureFilterForm) -> FailureFilters:
     query = form.cleaned_data
-    filters = FailureFilters(
-        resource_class=query.get("resource_class") or None,
-        requirement=query.get("requirement") or None,
-        verdict=query.get("verdict") or None,
-        satellite=query.get("satellite") or None,
+    return FailureFilters(
+        resource_class=query["resource_class"] or None,
+        requirement=query["requirement"] or None,
+        verdict=query["verdict"] or None,
+        satellite=query["satellite"] or None,
     )
-    return form, filters, query.get("order") or "newest", query.get("page") or 0
 
 
 class FailuresPage(access.Page, View):
@@ -138,14 +150,23 @@ class FailuresPage(access.Page, View):
     permission_required = access.VIEW_PROGRESS
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
-        form, filters, order, page = _failure_query(request)
+        form = _failure_query(request, slug)
+        if not form.is_valid():
+            return _bad_query(request, form)
+        filters = _failure_filters(form)
+        order, page = form.cleaned_data["order"] or "newest", form.cleaned_data["page"] or 0
         read = failures_page(slug, filters, order=order, page=page, limit=FAILURES_PAGE)
+        known = form.known_values
         return render(
             request,
             "dashboard/failures.html",
             _context(read)
             | {
-                "form": form,
+                "filters": filters,
+                "classes": known.resource_classes,
+                "requirements": known.requirement_names(filters.resource_class),
+                "satellites": known.satellites,
+                "verdicts": [str(v) for v in NOT_PASSING],
                 "order": order,
                 "page": page,
                 "orders": list(FAILURE_ORDERS),
@@ -175,9 +196,11 @@ class FailuresCsv(access.Page, View):
 
     permission_required = access.VIEW_PROGRESS
 
-    def get(self, request: HttpRequest, slug: str) -> StreamingHttpResponse:
-        _, filters, order, _ = _failure_query(request)
-        export = failures_export(slug, filters, order=order)
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse | StreamingHttpResponse:
+        form = _failure_query(request, slug)
+        if not form.is_valid():
+            return _bad_query(request, form)
+        export = failures_export(slug, _failure_filters(form), order=form.cleaned_data["order"] or "newest")
 
         def lines() -> Iterator[str]:
             out = _Line()
@@ -302,18 +325,25 @@ class JobsPage(access.Page, View):
     permission_required = access.VIEW_JOBS
 
     def get(self, request: HttpRequest) -> HttpResponse:
-        form = JobsQueryForm(request.GET)
+        sites = {s.slug: s for s in site_list()}
+        form = JobsQueryForm(request.GET, sites=list(sites))
         if not form.is_valid():
-            return render(request, "400.html", {"message": query_problems(form)}, status=400)
+            return _bad_query(request, form)
         query = form.cleaned_data
         statuses = query["status"]
-        site = Site.objects.filter(slug=query["site"]).first() if query["site"] else None
+        site = sites[query["site"]] if query["site"] else None
         before = (query["before_at"], query["before_id"]) if query["before_at"] else None
         page = job_page(site_id=site.id if site else None, statuses=statuses, before=before)
         return _page(
             request,
             "dashboard/jobs.html",
-            {"page": page, "statuses": statuses, "site": site, "all_statuses": JobStatus.values},
+            {
+                "page": page,
+                "statuses": statuses,
+                "site": site,
+                "sites": sites.values(),
+                "all_statuses": JobStatus.values,
+            },
             {"jobs": "dashboard/partials/jobs_table.html"},
         )
 
@@ -330,19 +360,6 @@ class JobPage(access.Page, View):
         )
 
 
-class CancelJob(access.Page, View):
-    permission_required = access.CANCEL
-
-    def post(self, request: HttpRequest, job_id: UUID) -> HttpResponse:
-        try:
-            job_cancel(job_id=job_id, requested_by=actor_label(request.user))
-        except NotFoundError:
-            raise  # the 404 page, as for every page (access.Page)
-        except FleetError as exc:
-            return render(request, "dashboard/message.html", {"message": exc.detail}, status=exc.status_code)
-        return redirect("dashboard:job", job_id=job_id)
-
-
 # --- policy what-if ------------------------------------------------------------------------------------
 
 
@@ -351,6 +368,7 @@ class WhatIfPage(access.Page, View):
     would supersede, computed as `fleet apply --what-if` does. Nothing is written."""
 
     permission_required = access.DISPATCH  # the operator role
+    action = "try a candidate fleet file on what-if (it writes nothing)"
     template = "dashboard/what_if.html"
 
     def get(self, request: HttpRequest) -> HttpResponse:
@@ -382,62 +400,3 @@ class WhatIfPage(access.Page, View):
                 "name": form.cleaned_data["candidate"].name,
             },
         )
-
-
-# --- reruns --------------------------------------------------------------------------------------------
-
-
-def _selection(data: dict[str, Any]) -> RerunSelection:
-    return RerunSelection(
-        all_failed=data.get("select") == ALL_FAILED,
-        topology=data.get("topology") or None,
-        devices=tuple(data["device"]),
-    )
-
-
-class RerunPreview(access.Page, View):
-    """Selection → the jobs a dispatch would create now and why everything else would not run."""
-
-    permission_required = access.DISPATCH
-    template = "dashboard/rerun_preview.html"
-
-    def post(self, request: HttpRequest, slug: str) -> HttpResponse:
-        site = site_by_slug(slug)
-        form = RerunForm(request.POST)
-        if not form.is_valid():
-            return render(request, self.template, {"site": site, "form": form}, status=400)
-        device_ids = selection_devices(site, _selection(form.cleaned_data))
-        if not device_ids:
-            form.add_error(None, "The selection holds no device.")
-            return render(request, self.template, {"site": site, "form": form}, status=400)
-        try:
-            outcome = self.outcome(request, site, device_ids, form.cleaned_data["mode"])
-        except ValidationError as exc:
-            form.add_error(None, "; ".join(" ".join(m) for m in exc.message_dict.values()))
-            return render(request, self.template, {"site": site, "form": form}, status=400)
-        hostnames = device_hostnames(device_ids)
-        return render(
-            request,
-            self.template,
-            {
-                "site": site,
-                "form": form,
-                "outcome": outcome,
-                "device_ids": device_ids,
-                "hostnames": hostnames,
-                "mode": form.cleaned_data["mode"],
-                "modes": PlanningMode.values,
-            },
-        )
-
-    def outcome(self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode) -> DispatchOutcome:
-        return rerun_plan_preview(site=site, device_ids=device_ids, mode=mode)
-
-
-class RerunDispatch(RerunPreview):
-    """The same selection, dispatched through the Job path (POST with CSRF, the operator role)."""
-
-    template = "dashboard/rerun_dispatched.html"
-
-    def outcome(self, request: HttpRequest, site: Site, device_ids: list[UUID], mode: PlanningMode) -> DispatchOutcome:
-        return rerun_dispatch(site=site, device_ids=device_ids, mode=mode, requested_by=actor_label(request.user))

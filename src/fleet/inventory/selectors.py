@@ -24,6 +24,11 @@ def site_by_slug(slug: str) -> Site:
         raise NotFoundError(f"No site {slug!r}.") from None
 
 
+def site_list() -> list[Site]:
+    """Every site, by slug (one query): what a site filter may name."""
+    return list(Site.objects.order_by("slug"))
+
+
 def satellite_of_site(*, site_slug: str, satellite_name: str) -> Satellite:
     """The satellite named in a request, or a field error on whichever of the two is wrong."""
     satellite = Satellite.objects.select_related("site").filter(site__slug=site_slug, name=satellite_name).first()

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
-from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, Mover, WorkflowName
+from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, JobReason, JobStatus, Mover, PersonAction, WorkflowName
 
 
 class Job(TimeStamped):
@@ -89,3 +89,25 @@ class JobDevice(models.Model):
 
     def __str__(self) -> str:
         return f"{self.device_id} in {self.job_id}{' (active)' if self.active else ''}"
+
+
+class ActionReceipt(models.Model):
+    """A person's state-changing action (rerun dispatch, job cancel, culprit isolation), recorded
+    under the one-time token its preview carried, in the transaction that acted: a reloaded or
+    replayed POST finds it and is sent to the first result (`location`); two POSTs racing with one
+    token serialise on the primary key, so exactly one acts (`fleet.jobs.receipts`)."""
+
+    token = models.UUIDField(primary_key=True, editable=False)
+    action = models.CharField(max_length=32, choices=PersonAction.choices)
+    subject = models.CharField(max_length=200, help_text="What it acted on: `site <slug>`, `job <id>`.")
+    location = models.CharField(max_length=500, help_text="The result's page (a GET).")
+    result = models.JSONField(default=dict, blank=True, help_text="What the result page shows.")
+    requested_by = models.CharField(max_length=200)
+    created_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-created_at", "token"]
+        constraints = [choices_check("action", PersonAction, "jobs_actionreceipt_action_valid")]
+
+    def __str__(self) -> str:
+        return f"{self.action} {self.subject} ({self.token})"

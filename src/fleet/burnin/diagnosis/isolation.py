@@ -371,6 +371,17 @@ def _finish(plan: IsolationPlan, state: IsolationState, now) -> None:
     )
 
 
+def running_plan_id(*, site: Site, topology_id: UUID, requirement_name: str) -> UUID | None:
+    """The plan isolating this cohort now, if one runs (one query): a second would be refused."""
+    return (
+        IsolationPlan.objects.filter(
+            site=site, topology_id=topology_id, requirement__name=requirement_name, status=IsolationStatus.RUNNING
+        )
+        .values_list("id", flat=True)
+        .first()
+    )
+
+
 def isolation_plan_get(*, site: Site, plan_id: UUID) -> IsolationPlan:
     plan = IsolationPlan.objects.select_related("topology", "requirement").filter(id=plan_id, site=site).first()
     if plan is None:

@@ -4,15 +4,16 @@ cells whose device is an outlier among its siblings marked."""
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from django.db.models import Q
 
 from fleet.burnin.diagnosis.outliers import site_outlier_groups
 from fleet.burnin.models import PolicyProgress
-from fleet.inventory.models import Device, Site, Topology, TopologyMembership
-from fleet.inventory.selectors import site_by_slug
+from fleet.burnin.reads.filters import RackChoice, SiteFilterValues
+from fleet.inventory.models import Device, Site, TopologyMembership
 from fleet.policies.models import Requirement
 from fleet_rules.vocabulary import RequirementScope, Verdict
 
@@ -55,16 +56,14 @@ class GridPage:
     columns: list[GridColumn]
     rows: list[GridRow]
     next_after: str | None  # the hostname the next page starts after
-    topologies: list[tuple[UUID, str, str]] = field(default_factory=list)  # (id, unit, label) at the site
+    #: The racks (and domains, pods) of the filtered class and satellite: what the pickers offer.
+    topologies: Sequence[RackChoice] = field(default_factory=list)
 
 
-def site_resource_classes(site: Site) -> list[str]:
-    """Every resource class with devices at the site (one query)."""
-    return sorted(set(Device.objects.filter(site=site).order_by().values_list("resource_class", flat=True).distinct()))
-
-
-def site_grid(site: Site, filters: GridFilters, *, after: str | None, limit: int) -> GridPage:
-    """One page of the device × requirement grid, keyset-paginated by hostname (six queries)."""
+def site_grid(
+    site: Site, filters: GridFilters, *, racks: Sequence[RackChoice] = (), after: str | None, limit: int
+) -> GridPage:
+    """One page of the device × requirement grid, keyset-paginated by hostname (five queries)."""
     columns = [
         GridColumn(r.id, r.name, r.gate, r.unit if r.scope == RequirementScope.MULTI_NODE else None)
         for r in Requirement.objects.filter(
@@ -114,8 +113,7 @@ def site_grid(site: Site, filters: GridFilters, *, after: str | None, limit: int
             else:
                 cells.append(GridCell(column.name, ""))
         grid_rows.append(GridRow(device.id, device.hostname, device.satellite.name, units, cells))
-    topologies = list(Topology.objects.filter(site=site).order_by("unit", "label").values_list("id", "unit", "label"))
-    return GridPage(columns, grid_rows, devices[-1].hostname if has_more and devices else None, topologies)
+    return GridPage(columns, grid_rows, devices[-1].hostname if has_more and devices else None, racks)
 
 
 def outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, float]]:
@@ -133,18 +131,18 @@ def outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, float]
 @dataclass(frozen=True)
 class GridPageRead:
     site: Site
-    classes: list[str]  # every resource class with devices at the site
-    filters: GridFilters  # as applied: the resource class defaults to the site's first
+    classes: Sequence[str]  # every resource class with devices at the site
+    filters: GridFilters  # as applied: the resource class defaults to the class in trouble
     grid: GridPage
     outlier_marks: dict[str, dict[str, float]]
 
 
-def grid_page(slug: str, filters: GridFilters, *, after: str | None, limit: int) -> GridPageRead:
-    """The site, its resource classes, one page of the grid of the chosen class (the first when
-    none is named) and its outlier marks: eleven queries."""
-    site = site_by_slug(slug)
-    classes = site_resource_classes(site)
-    if not filters.resource_class:
-        filters = replace(filters, resource_class=classes[0] if classes else "")
-    grid = site_grid(site, filters, after=after, limit=limit)
-    return GridPageRead(site, classes, filters, grid, outlier_marks(site, filters.resource_class))
+def grid_page(
+    known: SiteFilterValues, filters: GridFilters, *, racks: Sequence[RackChoice], after: str | None, limit: int
+) -> GridPageRead:
+    """One page of the grid of the chosen class (its filters parsed against `known`, the site's
+    filter values, and its racks against `racks`) and its outlier marks: eight queries."""
+    grid = site_grid(known.site, filters, racks=racks, after=after, limit=limit)
+    return GridPageRead(
+        known.site, known.resource_classes, filters, grid, outlier_marks(known.site, filters.resource_class)
+    )

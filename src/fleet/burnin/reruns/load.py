@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import NamedTuple
 from uuid import UUID, uuid4
@@ -247,10 +247,13 @@ def _targets(groups: list[tuple[list[UUID], list[UUID], bool]]) -> dict[tuple[UU
     return progress
 
 
-def load_planning_input(*, selected: list[UUID], mode: str) -> PlanningInput:
+def load_planning_input(
+    *, selected: list[UUID], mode: str, only: Mapping[UUID, frozenset[str]] | None = None
+) -> PlanningInput:
     """The facts of what planning judges, the selected devices and their topologies, and of the
     cohort members outside the selection only their ids and active jobs: such a member blocks its
-    cohort whatever its other facts say."""
+    cohort whatever its other facts say. `only` restricts devices to some requirements (a target
+    selection: `PlanningInput.only`)."""
     devices = _devices(selected)
     topologies = _topologies({t for d in devices.values() for t in d.topologies.values()})
     resource_classes = {d.resource_class for d in devices.values()}
@@ -300,4 +303,5 @@ def load_planning_input(*, selected: list[UUID], mode: str) -> PlanningInput:
         profiles=profiles,
         topologies=topologies,
         workflows=workflows,
+        only=dict(only or {}),
     )

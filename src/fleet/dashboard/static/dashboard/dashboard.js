@@ -1,5 +1,5 @@
 // The dashboard's only script (htmx does the rest): keep "updated N s ago" current, pause and
-// resume live refresh, and the grid's selection shortcuts. Every page works without it.
+// resume live refresh, the grid's selection shortcuts, and dependent filters. Every page works without it.
 (function () {
   "use strict";
   window.fleetPaused = false;
@@ -33,6 +33,16 @@
     }
     if (target.matches("[data-select-none]")) {
       document.querySelectorAll("input[name=device]").forEach(function (box) { box.checked = false; });
+    }
+  });
+  // A filter whose choices depend on another (a class's racks, a class's requirements): when that
+  // one changes, reset it to "any" rather than submit a value the new choice does not hold (the
+  // server would refuse it with a 400 naming it).
+  document.addEventListener("change", function (event) {
+    var clears = event.target.getAttribute && event.target.getAttribute("data-clears");
+    var form = event.target.form;
+    if (clears && form && form.elements[clears]) {
+      form.elements[clears].value = "";
     }
   });
   // Paused: the live parts' polling requests are cancelled here (a trigger filter such as

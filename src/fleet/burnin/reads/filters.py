@@ -1,0 +1,83 @@
+"""What a site's filters may name (the grid's and the failures list's): the values that exist, so
+a filter is a choice among them and an unknown value is refused by name, never an empty page."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+from uuid import UUID
+
+from django.db.models import Count, Exists, OuterRef
+
+from fleet.burnin.models import PolicyProgress
+from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
+from fleet.inventory.selectors import site_by_slug
+from fleet.policies.models import Requirement
+from fleet_rules.vocabulary import Verdict
+
+NOT_PASSING = (Verdict.FAILED, Verdict.ERRORED)
+
+
+@dataclass(frozen=True)
+class SiteFilterValues:
+    site: Site
+    resource_classes: tuple[str, ...]  # with devices at the site, sorted
+    requirements: tuple[tuple[str, str], ...]  # (resource class, requirement) of those classes, not retired
+    satellites: tuple[str, ...]
+    #: The class the grid opens on: the most failed or errored targets, else the first ("" without devices).
+    troubled_class: str = ""
+
+    def requirement_names(self, resource_class: str | None = None) -> list[str]:
+        """The requirements of one class, or of every class at the site."""
+        return sorted({name for rc, name in self.requirements if resource_class in (None, rc)})
+
+
+def site_filter_values(slug: str, *, with_troubled_class: bool = False) -> SiteFilterValues:
+    """The site and what its filters may name (four queries, five with the troubled class)."""
+    site = site_by_slug(slug)
+    classes = tuple(
+        Device.objects.filter(site=site).order_by("resource_class").values_list("resource_class", flat=True).distinct()
+    )
+    requirements = tuple(
+        Requirement.objects.filter(policy__resource_class__in=classes, retired_at__isnull=True)
+        .order_by("policy__resource_class", "name")
+        .values_list("policy__resource_class", "name")
+    )
+    satellites = tuple(Satellite.objects.filter(site=site).order_by("name").values_list("name", flat=True))
+    troubled = troubled_class(site, classes) if with_troubled_class else ""
+    return SiteFilterValues(site, classes, requirements, satellites, troubled)
+
+
+def troubled_class(site: Site, classes: tuple[str, ...]) -> str:
+    """The class with the most failed or errored targets at the site (the first by name among
+    equals), else the first class (one query)."""
+    counts = (
+        PolicyProgress.objects.filter(site=site, verdict__in=NOT_PASSING, resource_class__in=classes)
+        .values_list("resource_class")
+        .annotate(n=Count("id"))
+        .order_by("-n", "resource_class")
+    )
+    worst = counts.first()
+    return worst[0] if worst else (classes[0] if classes else "")
+
+
+class RackChoice(NamedTuple):
+    id: UUID
+    unit: str
+    label: str
+
+
+def scoped_racks(site: Site, resource_class: str, satellite: str | None) -> list[RackChoice]:
+    """The site's topologies (racks, NVLink domains, pods) holding a device of the class, and of
+    the satellite when one is named: what the grid's rack filter and rack picker may offer (one
+    query; a probe per topology, not a scan of the devices)."""
+    members = TopologyMembership.objects.filter(topology=OuterRef("pk"), device__resource_class=resource_class)
+    if satellite:
+        members = members.filter(device__satellite__name=satellite)
+    return [
+        RackChoice(*row)
+        for row in Topology.objects.filter(site=site)
+        .filter(Exists(members))
+        .order_by("unit", "label")
+        .values_list("id", "unit", "label")
+    ]
