@@ -3,11 +3,16 @@ constant number of queries whatever the queue's length."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fleet_rules.vocabulary import WorkflowName
+from fleet.inventory.models import Device
+from fleet.jobs.models import Job
+from fleet.lifecycle.models import Breaker, Repair
+from fleet_rules.vocabulary import DeviceState, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
 
 RC = "gpu.h200.8x"
@@ -60,3 +65,83 @@ def test_the_page_takes_the_same_queries_at_two_queue_lengths(fleet, diag, perso
         return len(captured)
 
     assert queries("lon-1") == queries("par-1")
+
+
+OPERATOR_PERMS = ["inventory.view_device", "inventory.change_device", "jobs.add_job", "jobs.view_job"]
+
+
+def _form_token(page: str) -> str:
+    return re.search(r'name="token" value="([^"]+)"', page).group(1)
+
+
+def test_an_operator_records_a_repair_once_whatever_the_reloads(fleet, diag, person):
+    fleet.profile(RC, "dcgm-diag", {"level": 3})
+    (device,) = send_to_repair(fleet, diag, "lon-1", 1)
+    operator = person(OPERATOR_PERMS)
+    queue = operator.get("/sites/lon-1/repairs/").content.decode()
+    assert 'href="/sites/lon-1/devices/lon-1-n00/repair/"' in queue
+    opened = operator.get("/sites/lon-1/devices/lon-1-n00/repair/")
+    assert opened.status_code == 302 and "token=" in opened["Location"]
+    form = operator.get(opened["Location"])
+    assert form.status_code == 200 and form["Cache-Control"] == "no-store"
+    page = form.content.decode()
+    assert "goes back to burn-in" in page
+    operator.get("/jobs/")
+    body = {
+        "csrfmiddlewaretoken": operator.cookies["csrftoken"].value,
+        "token": _form_token(page),
+        "summary": "swapped GPU 3",
+        "part_kind": "gpu",
+        "part_slot": "3",
+        "removed_serial": "1652",
+        "installed_serial": "1653",
+        "rerun": "all",
+        "confirm": "on",
+    }
+    first = operator.post("/sites/lon-1/devices/lon-1-n00/repair/", body)
+    assert first.status_code == 303 and first["Location"] == "/sites/lon-1/devices/lon-1-n00/"
+    again = operator.post("/sites/lon-1/devices/lon-1-n00/repair/", body)  # a reload
+    assert again.status_code == 303 and again["Location"] == first["Location"]
+    repair = Repair.objects.get()
+    assert repair.parts == [{"kind": "gpu", "slot": "3", "removed_serial": "1652", "installed_serial": "1653"}]
+    assert Device.objects.get(id=device.id).state == DeviceState.BURN_IN
+    assert Job.objects.count() == 1 and repair.job_ids == [str(Job.objects.get().id)]
+    used = operator.get(opened["Location"]).content.decode()  # back to the used form
+    assert "This repair was already recorded" in used and 'id="record-repair"' not in used
+
+
+def test_an_unconfirmed_repair_records_nothing(fleet, diag, person):
+    send_to_repair(fleet, diag, "lon-1", 1)
+    operator = person(OPERATOR_PERMS)
+    form = operator.get(operator.get("/sites/lon-1/devices/lon-1-n00/repair/")["Location"]).content.decode()
+    response = operator.post(
+        "/sites/lon-1/devices/lon-1-n00/repair/",
+        {"csrfmiddlewaretoken": operator.cookies["csrftoken"].value, "token": _form_token(form), "summary": "x"},
+    )
+    assert response.status_code == 400 and "Tick the confirmation" in response.content.decode()
+    assert not Repair.objects.exists()
+
+
+def test_a_viewer_is_told_which_role_records_repairs(fleet, diag, person):
+    send_to_repair(fleet, diag, "lon-1", 1)
+    viewer = person(["inventory.view_device"])
+    queue = viewer.get("/sites/lon-1/repairs/").content.decode()
+    assert "Record repair" not in queue
+    refused = viewer.get("/sites/lon-1/devices/lon-1-n00/repair/?token=00000000-0000-4000-8000-000000000000")
+    assert refused.status_code == 403 and "record repairs you need the operator role" in refused.content.decode()
+
+
+def test_an_operator_closes_a_breaker_from_the_queue(fleet, diag, person):
+    send_to_repair(fleet, diag, "lon-1", 5)
+    operator = person(OPERATOR_PERMS)
+    page = operator.get("/sites/lon-1/repairs/").content.decode()
+    token = re.search(r'class="card confirm breaker-reset">.*?name="token" value="([^"]+)"', page, re.S).group(1)
+    body = {
+        "csrfmiddlewaretoken": operator.cookies["csrftoken"].value,
+        "token": token,
+        "reason": "the hardware is broken",
+        "confirm": "on",
+    }
+    response = operator.post(f"/sites/lon-1/breakers/{RC}/reset/", body)
+    assert response.status_code == 303 and response["Location"] == "/sites/lon-1/repairs/"
+    assert Breaker.objects.filter(closed_at__isnull=False).count() == 1

@@ -149,6 +149,8 @@ class PersonAction(Vocabulary):
     RERUN_DISPATCH = "dispatch reruns"
     JOB_CANCEL = "cancel job"
     ISOLATION_DISPATCH = "start isolation"
+    REPAIR_RECORD = "record a repair"
+    BREAKER_RESET = "close a breaker"
 
 
 # --- burn-in evidence and the projection ----------------------------------------------------------

@@ -23,6 +23,8 @@ VIEW_CERTIFICATES = "burnin.view_acceptancecertificate"
 #: Preview and dispatch reruns (the rerun-plans API checks the same), and cancel jobs.
 DISPATCH = "jobs.add_job"
 CANCEL = "jobs.change_job"
+#: Record repairs and close circuit breakers (the lifecycle API checks the same).
+REPAIR = "inventory.change_device"
 
 
 def role_of(user: Any) -> str:
@@ -50,6 +52,7 @@ def dashboard_context(request: HttpRequest) -> dict[str, Any]:
         "role": role_of(user),
         "can_dispatch": user.is_authenticated and user.has_perm(DISPATCH),
         "can_cancel": user.is_authenticated and user.has_perm(CANCEL),
+        "can_repair": user.is_authenticated and user.has_perms([REPAIR, DISPATCH]),
     }
 
 

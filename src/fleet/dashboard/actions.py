@@ -50,24 +50,24 @@ PREVIEWS = "fleet-rerun-previews"
 PREVIEWS_KEPT = 20
 
 
-def _see_other(location: str, status: int = 303) -> HttpResponseRedirect:
+def see_other(location: str, status: int = 303) -> HttpResponseRedirect:
     """After a POST: 303 See Other, so that the browser GETs the result and a reload re-sends nothing."""
     response = HttpResponseRedirect(location)
     response.status_code = status
     return response
 
 
-def _no_store(response: HttpResponse) -> HttpResponse:
+def no_store(response: HttpResponse) -> HttpResponse:
     """A preview is never shown from the cache: back re-fetches it, and it can say it was used."""
     response["Cache-Control"] = "no-store"
     return response
 
 
-def _refused(request: HttpRequest, message: str, status: int, again: str | None = None) -> HttpResponse:
+def refused(request: HttpRequest, message: str, status: int, again: str | None = None) -> HttpResponse:
     return render(request, "dashboard/action_refused.html", {"message": message, "again": again}, status=status)
 
 
-def _with_token(request: HttpRequest) -> HttpResponse:
+def with_token(request: HttpRequest) -> HttpResponse:
     """A preview or confirmation asked for without a token: the same page under a fresh one, so
     that its URL (reload, back) keeps naming the one token its form carries."""
     query = request.GET.copy()
@@ -75,7 +75,7 @@ def _with_token(request: HttpRequest) -> HttpResponse:
     return redirect(f"{request.path}?{query.urlencode()}")
 
 
-def _token(request: HttpRequest) -> UUID | None:
+def token_of(request: HttpRequest) -> UUID | None:
     try:
         return UUID(request.GET.get("token", ""))
     except ValueError:
@@ -115,7 +115,7 @@ class RerunPreview(access.Page, View):
         token = str(uuid4())
         kept = dict(list(request.session.get(PREVIEWS, {}).items())[-(PREVIEWS_KEPT - 1) :])
         request.session[PREVIEWS] = kept | {token: {"site": site.slug, "fields": fields}}
-        return _see_other(reverse("dashboard:rerun-previewed", args=[site.slug, token]), status)
+        return see_other(reverse("dashboard:rerun-previewed", args=[site.slug, token]), status)
 
     def get(self, request: HttpRequest, slug: str, token: UUID | None = None) -> HttpResponse:
         if token is None:  # a bookmarked selection (`?topology=rack-a01`): a preview of its own
@@ -123,10 +123,10 @@ class RerunPreview(access.Page, View):
         site = site_by_slug(slug)
         used = receipt_of(token)
         if used is not None:
-            return _no_store(render(request, self.template, {"site": site, "used": used}))
+            return no_store(render(request, self.template, {"site": site, "used": used}))
         form = _previewed(request, site.slug, token)
         if form is None:
-            return _refused(request, "This preview is not known here (or expired): select again.", 404)
+            return refused(request, "This preview is not known here (or expired): select again.", 404)
         if not form.is_valid():
             return render(request, self.template, {"site": site, "form": form}, status=400)
         selection = _selection(form.cleaned_data)
@@ -156,7 +156,7 @@ class RerunPreview(access.Page, View):
             "mode": mode,
             "modes": PlanningMode.values,
         }
-        return _no_store(render(request, self.template, context))
+        return no_store(render(request, self.template, context))
 
 
 def _previewed(request: HttpRequest, slug: str, token: UUID) -> RerunForm | None:
@@ -188,14 +188,14 @@ class RerunDispatch(access.Page, View):
         site = site_by_slug(slug)
         form = RerunDispatchForm(request.POST)
         if not form.is_valid():
-            return _refused(request, query_problems(form), 400)
+            return refused(request, query_problems(form), 400)
         token = form.cleaned_data["token"]
         selection = _previewed(request, site.slug, token)
         if selection is None or not selection.is_valid():
             used = receipt_of(token)
             if used is not None and used.action == PersonAction.RERUN_DISPATCH and used.subject == f"site {slug}":
-                return _see_other(used.location)
-            return _refused(request, "This preview is not known here (or expired): select again.", 400)
+                return see_other(used.location)
+            return refused(request, "This preview is not known here (or expired): select again.", 400)
         chosen = _selection(selection.cleaned_data)
         device_ids = selection_devices(site, chosen)
         location = reverse("dashboard:rerun-result", args=[site.slug, token])
@@ -220,11 +220,11 @@ class RerunDispatch(access.Page, View):
                 perform=perform,
             )
         except ValidationError as exc:
-            return _refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
+            return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
         except FleetError as exc:
             again = reverse("dashboard:rerun-previewed", args=[site.slug, token])
-            return _refused(request, exc.detail, exc.status_code, again)
-        return _see_other(receipt.location)
+            return refused(request, exc.detail, exc.status_code, again)
+        return see_other(receipt.location)
 
 
 class RerunResult(access.Page, View):
@@ -249,17 +249,17 @@ class CancelJob(access.Page, View):
 
     def get(self, request: HttpRequest, job_id: UUID) -> HttpResponse:
         if "token" not in request.GET:
-            return _with_token(request)
-        token = _token(request)
+            return with_token(request)
+        token = token_of(request)
         if token is None:
-            return _refused(request, "Not a form token: open a new confirmation.", 400)
+            return refused(request, "Not a form token: open a new confirmation.", 400)
         read = job_cancel_page(job_id, token)
-        return _no_store(render(request, self.template, {"read": read, "job": read.job, "token": token}))
+        return no_store(render(request, self.template, {"read": read, "job": read.job, "token": token}))
 
     def post(self, request: HttpRequest, job_id: UUID) -> HttpResponse:
         form = CancelForm(request.POST)
         if not form.is_valid():
-            return _refused(request, query_problems(form), 400)
+            return refused(request, query_problems(form), 400)
         location = reverse("dashboard:job", args=[job_id])
 
         def perform() -> tuple[str, dict[str, Any]]:
@@ -277,8 +277,8 @@ class CancelJob(access.Page, View):
         except FleetError as exc:
             if exc.status_code == 404:
                 raise  # the 404 page, as for every page (access.Page)
-            return _refused(request, exc.detail, exc.status_code)
-        return _see_other(receipt.location)
+            return refused(request, exc.detail, exc.status_code)
+        return see_other(receipt.location)
 
 
 # --- culprit isolation ----------------------------------------------------------------------------------
@@ -296,27 +296,27 @@ class IsolationPreview(access.Page, View):
         site = site_by_slug(slug)
         form = IsolationForm(request.GET)
         if not form.is_valid():
-            return _refused(request, query_problems(form), 400)
+            return refused(request, query_problems(form), 400)
         if "token" not in request.GET:
-            return _with_token(request)
-        token = _token(request)
+            return with_token(request)
+        token = token_of(request)
         if token is None:
-            return _refused(request, "Not a form token: open a new preview.", 400)
+            return refused(request, "Not a form token: open a new preview.", 400)
         used = receipt_of(token)
         if used is not None:
-            return _no_store(render(request, self.template, {"site": site, "used": used}))
+            return no_store(render(request, self.template, {"site": site, "used": used}))
         try:
             preview = isolation.isolation_preview(
                 site=site, topology_id=form.cleaned_data["topology"], requirement_name=form.cleaned_data["requirement"]
             )
         except ValidationError as exc:
-            return _refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
+            return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
         data = isolation.preview_data(preview)
         running = isolation.running_plan_id(
             site=site, topology_id=form.cleaned_data["topology"], requirement_name=form.cleaned_data["requirement"]
         )
         context = {"site": site, "preview": data, "token": token, "running": running}
-        return _no_store(render(request, self.template, context))
+        return no_store(render(request, self.template, context))
 
 
 class IsolationDispatch(access.Page, View):
@@ -329,7 +329,7 @@ class IsolationDispatch(access.Page, View):
         site = site_by_slug(slug)
         form = IsolationDispatchForm(request.POST)
         if not form.is_valid():
-            return _refused(request, query_problems(form), 400)
+            return refused(request, query_problems(form), 400)
         data = form.cleaned_data
 
         def perform() -> tuple[str, dict[str, Any]]:
@@ -350,10 +350,10 @@ class IsolationDispatch(access.Page, View):
                 perform=perform,
             )
         except ValidationError as exc:
-            return _refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
+            return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
         except FleetError as exc:
-            return _refused(request, exc.detail, exc.status_code)
-        return _see_other(receipt.location)
+            return refused(request, exc.detail, exc.status_code)
+        return see_other(receipt.location)
 
 
 class IsolationPlanPage(access.Page, View):
@@ -388,4 +388,4 @@ class IsolationAdvance(access.Page, View):
             read = isolation_plan_page(slug, plan_id)
             context = {"site": read.site, "plan": read.plan, "problem": problem}
             return render(request, "dashboard/partials/isolation_plan.html", context)
-        return _see_other(reverse("dashboard:isolation", args=[slug, plan_id]))
+        return see_other(reverse("dashboard:isolation", args=[slug, plan_id]))

@@ -13,7 +13,7 @@ from django.core.exceptions import NON_FIELD_ERRORS
 from fleet.burnin.reads.failures import FAILURE_ORDERS, NOT_PASSING
 from fleet.burnin.reads.filters import RackChoice, SiteFilterValues
 from fleet.burnin.reruns.selection import RerunTarget
-from fleet_rules.vocabulary import JobStatus, PlanningMode, Verdict
+from fleet_rules.vocabulary import JobStatus, PlanningMode, RepairRerun, Verdict
 
 #: How many known values an "unknown …" message lists (a site's racks may be thousands; the
 #: select beside the message holds them all).
@@ -260,6 +260,39 @@ class RerunDispatchForm(forms.Form):
 class CancelForm(forms.Form):
     token = forms.UUIDField(error_messages=TOKEN_ERRORS)
     confirm = forms.BooleanField(error_messages=CONFIRM_ERRORS)
+
+
+class RepairForm(forms.Form):
+    """A repair as an operator records it on the dashboard: what was done, at most one swapped part
+    (the API takes any number), and what the re-burn-in runs."""
+
+    token = forms.UUIDField(error_messages=TOKEN_ERRORS)
+    confirm = forms.BooleanField(error_messages=CONFIRM_ERRORS)
+    summary = forms.CharField(max_length=2000, strip=True)
+    part_kind = forms.CharField(max_length=64, required=False, strip=True)
+    part_slot = forms.CharField(max_length=64, required=False, strip=True)
+    removed_serial = forms.CharField(max_length=128, required=False, strip=True)
+    installed_serial = forms.CharField(max_length=128, required=False, strip=True)
+    rerun = forms.ChoiceField(choices=RepairRerun.choices, initial=RepairRerun.ALL)
+
+    def parts(self) -> list[dict[str, str]]:
+        data = self.cleaned_data
+        if not data.get("part_kind"):
+            return []
+        return [
+            {
+                "kind": data["part_kind"],
+                "slot": data.get("part_slot", ""),
+                "removed_serial": data.get("removed_serial", ""),
+                "installed_serial": data.get("installed_serial", ""),
+            }
+        ]
+
+
+class BreakerResetForm(forms.Form):
+    token = forms.UUIDField(error_messages=TOKEN_ERRORS)
+    confirm = forms.BooleanField(error_messages=CONFIRM_ERRORS)
+    reason = forms.CharField(max_length=2000, strip=True)
 
 
 class IsolationForm(forms.Form):

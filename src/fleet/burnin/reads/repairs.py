@@ -13,10 +13,13 @@ from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Now
 
 from fleet.burnin.models import EvaluationResult
+from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import site_by_slug
+from fleet.jobs.receipts import Receipt, receipt_of
 from fleet.lifecycle.models import Breaker, DeviceStateChange
-from fleet_rules.vocabulary import DeviceState
+from fleet_rules.lifecycle import TRANSITIONS
+from fleet_rules.vocabulary import DeviceState, TransitionCause
 
 QUEUE_LIMIT = 100
 
@@ -151,3 +154,35 @@ def repair_queue_page(slug: str) -> RepairQueuePage:
     site = site_by_slug(slug)
     queued, more = repair_queue(site)
     return RepairQueuePage(site, queued, more, site_breakers(site))
+
+
+@dataclass(frozen=True)
+class RepairPageRead:
+    """The repair form of one device: the device, why it waits (when it does), whether its state
+    takes a repair, and whether this form's token was already used."""
+
+    site: Site
+    device: Device
+    entered: DeviceStateChange | None  # the change that sent it to repair
+    repairable: bool
+    used: Receipt | None
+
+
+def repair_page(slug: str, hostname: str, token: UUID) -> RepairPageRead:
+    site = site_by_slug(slug)
+    device = Device.objects.filter(site=site, hostname=hostname).first()
+    if device is None:
+        raise NotFoundError(f"No device {hostname!r} at site {slug!r}.")
+    entered = (
+        DeviceStateChange.objects.filter(device=device, held=False, to_state=DeviceState.NEEDS_REPAIR)
+        .order_by("-at", "-id")
+        .first()
+    )
+    repairable = DeviceState(device.state) in transition_sources_for_repair()
+    return RepairPageRead(site, device, entered, repairable, receipt_of(token))
+
+
+def transition_sources_for_repair() -> frozenset[DeviceState]:
+    """The states a repair record takes a device from (`fleet_rules.lifecycle`'s table)."""
+    (row,) = [r for r in TRANSITIONS if r.to == DeviceState.BURN_IN and TransitionCause.REPAIR in r.causes]
+    return row.sources
