@@ -187,6 +187,8 @@ def _unit(metrics: Mapping[str, Any], metric: str) -> str | None:
 
 
 def _measured(execution: ExecutionFacts, thresholds: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Each rule's measured value, and whether the execution's current evaluation found it met."""
+    evaluations = execution.metric_evaluations if execution.evaluation_passed is not None else None
     found = []
     for rule in thresholds:
         metric, statistic = str(rule["metric"]), rule.get("statistic")
@@ -196,7 +198,7 @@ def _measured(execution: ExecutionFacts, thresholds: Sequence[Mapping[str, Any]]
                 "statistic": statistic,
                 "value": measured(execution.metrics, metric, statistic),
                 "unit": _unit(execution.metrics, metric),
-                "passed": rule_passed(execution.metric_evaluations, metric, statistic),
+                "passed": rule_passed(evaluations, metric, statistic),
             }
         )
     return found
