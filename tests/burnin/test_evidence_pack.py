@@ -358,6 +358,14 @@ def test_export_writes_where_asked_and_refuses_an_unknown_device(failed, tmp_pat
         )
 
 
+def test_the_device_page_links_the_pack(failed, viewer):
+    site, _, device, *_ = failed
+    page = viewer.get(f"/sites/lon-1/devices/{device.hostname}/").content.decode()
+    link = f'href="/api/v1/devices/{device.id}/evidence-pack/" id="evidence-pack"'
+    assert link in page
+    assert viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/")["Content-Type"] == "application/zip"
+
+
 def test_default_file_names_are_sanitised():
     assert pack_file_name("a01-n04", "SN1") == "a01-n04-SN1.evidence.zip"
     assert pack_file_name("../../etc/passwd", "x") == "etc_passwd-x.evidence.zip"
