@@ -15,7 +15,11 @@ Conditions and what docs/api.md ("Authentication", "Errors") promises for each:
 * a person's session without permissions: 403 `permission_denied` (`whoami`: 200, any signed-in
   person);
 * a session's unsafe request without the CSRF token: 403 `permission_denied` (the person holds
-  every permission).
+  every permission);
+* a viewer's session (the `viewer` role: every `view_*` permission): every unsafe operation 403
+  `permission_denied`; the reads listed in `VIEWER_READS` served (200);
+* operations for operators only (`OPERATORS_ONLY`): any satellite's client, its own site's too, 403
+  `permission_denied`.
 
 Every request is otherwise valid and names real objects of the site it targets (a positive control
 with the right caller proves it would have been served), so each refusal has exactly one reason.
@@ -32,10 +36,12 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+from django.contrib.auth.models import Group
 from django.test import Client
 from django.utils import timezone
 from oauth2_provider.models import AccessToken
 
+from fleet.access.roles import VIEWER, roles_sync
 from fleet.jobs.services import JobSpec, job_create
 from fleet_rules.vocabulary import WorkflowName
 from tests.builders import passing_payload, result_item
@@ -63,7 +69,21 @@ CONDITIONS = (
     "other_site_satellite",
     "session_without_permission",
     "session_post_without_csrf",
+    "viewer_session",
 )
+
+#: Operations for people and their operator clients: a satellite's client is refused (403) whatever
+#: its site, though it holds the scope.
+OPERATORS_ONLY = {
+    ("GET", "/api/v1/devices/{device_id}/evidence-pack/"),
+    # the device lifecycle is people's: a satellite's client is refused even its reads
+    ("GET", "/api/v1/devices/{device_id}/history/"),
+    ("GET", "/api/v1/devices/{device_id}/repairs/"),
+    ("GET", "/api/v1/burn-in/sites/{site_id}/repair-queue/"),
+    ("GET", "/api/v1/burn-in/sites/{site_id}/breakers/"),
+}
+#: Reads whose answer to a viewer the matrix checks (served: 200).
+VIEWER_READS = {("GET", "/api/v1/devices/{device_id}/evidence-pack/")}
 
 #: Operations that are not confined to a site: the other site's satellite may use them.
 NOT_SITE_SCOPED = {
@@ -87,13 +107,6 @@ NAMES_ITS_SITE = {
 #: ... and so does every operation under a site's path (progress summary, attempts, outliers, diagnoses,
 #: isolation plans).
 SITE_PATH = "/api/v1/burn-in/sites/{site_id}/"
-#: The device lifecycle is people's: a satellite's client is refused even its reads (403), on any site.
-PEOPLE_ONLY = {
-    "/api/v1/devices/{device_id}/history/",
-    "/api/v1/devices/{device_id}/repairs/",
-    "/api/v1/burn-in/sites/{site_id}/repair-queue/",
-    "/api/v1/burn-in/sites/{site_id}/breakers/",
-}
 
 
 @dataclass
@@ -293,19 +306,20 @@ def expected(operation: Operation, condition: str) -> tuple[int, str | None] | N
         return (200, None) if key == ("GET", "/api/v1/auth/whoami/") else (403, "permission_denied")
     if condition == "session_post_without_csrf":
         return (403, "permission_denied") if unsafe else None
+    if condition == "viewer_session":
+        if key in VIEWER_READS:
+            return 200, None
+        return (403, "permission_denied") if unsafe else None
     assert condition == "other_site_satellite"
     if key in NOT_SITE_SCOPED:
         return None
+    if key in OPERATORS_ONLY:
+        return 403, "permission_denied"  # no satellite's client, of any site
     if "job:create" in operation.scopes:
         return 403, "permission_denied"  # a satellite's client cannot hold the operators' scope
     if operation.template == "/api/v1/burn-in/evaluations/results/":
         return 200, "invalid"  # counted invalid, nothing written
-    if (
-        unsafe
-        or operation.template in NAMES_ITS_SITE
-        or operation.template in PEOPLE_ONLY
-        or operation.template.startswith(SITE_PATH)
-    ):
+    if unsafe or operation.template in NAMES_ITS_SITE or operation.template.startswith(SITE_PATH):
         return 403, "permission_denied"  # acting as (or on) a satellite or site of another site
     if "{" in operation.template:
         return 404, "not_found"
@@ -314,7 +328,7 @@ def expected(operation: Operation, condition: str) -> tuple[int, str | None] | N
 
 def _outcome(response, condition: str, operation: Operation, w: World) -> tuple[int, str | None]:
     status = response.status_code
-    body = response.json() if response.content else {}
+    body = response.json() if response.content and response["Content-Type"] == "application/json" else {}
     if status >= 400:
         return status, body.get("code")
     if operation.template == "/api/v1/burn-in/evaluations/results/":
@@ -369,6 +383,13 @@ def test_every_operation_refuses_every_wrong_caller_as_documented_and_writes_not
     csrf = {"HTTP_X_CSRFTOKEN": nobody.cookies["csrftoken"].value}
     admin = ValidatingAPIClient(enforce_csrf_checks=True)
     admin.force_login(user_factory(username="boss", superuser=True))
+    roles_sync()
+    viewer = ValidatingAPIClient(enforce_csrf_checks=True)
+    viewing = user_factory(username="watcher")
+    viewing.groups.add(Group.objects.get(name=VIEWER))
+    viewer.force_login(viewing)
+    viewer.get("/accounts/login/")
+    viewer_csrf = {"HTTP_X_CSRFTOKEN": viewer.cookies["csrftoken"].value}
 
     before = table_checksums()
     assert len(before) > 30 and all(before[t][0] > 0 for t in ("inventory_device", "jobs_job", "burnin_policyprogress"))
@@ -387,11 +408,14 @@ def test_every_operation_refuses_every_wrong_caller_as_documented_and_writes_not
                 "other_site_satellite": other_satellite,
                 "session_without_permission": nobody,
                 "session_post_without_csrf": admin,
+                "viewer_session": viewer,
             }.get(condition)
             if condition == "token_without_scope":
                 client = narrow[tuple(_wrong_scope(operation))]
             if condition == "session_without_permission" and operation.method != "GET":
                 extra = csrf
+            if condition == "viewer_session" and operation.method != "GET":
+                extra = viewer_csrf
             response = _send(client, operation, w, **extra)
             got = _outcome(response, condition, operation, w)
             cells += 1
@@ -412,8 +436,11 @@ def test_every_operation_refuses_every_wrong_caller_as_documented_and_writes_not
     operator = _bearer_client(_superuser_app("operator"), ALL_SCOPES)
     own_satellite = _bearer_client(oauth_client(name="sat-a-client", satellite=w.satellite), SATELLITE_SCOPES)
     for operation in operations:
-        people = "job:create" in operation.scopes or operation.template in PEOPLE_ONLY
-        client = operator if people else own_satellite
+        operators_only = (operation.method, operation.template) in OPERATORS_ONLY
+        if operators_only:  # ... and its own site's satellite is refused too
+            refused = _send(own_satellite, operation, w)
+            assert (refused.status_code, refused.json()["code"]) == (403, "permission_denied"), operation
+        client = operator if "job:create" in operation.scopes or operators_only else own_satellite
         if operation.template == "/api/v1/burn-in/executions/{execution_id}/" and operation.method == "PUT":
             w.execution.id = uuid4()  # a fresh report; the stored one is completed
         response = _send(client, operation, w)

@@ -13,7 +13,7 @@ from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from fleet.burnin.models import TestExecution
+from fleet.burnin.execution_document import MetricReadingSerializer, TestExecutionSerializer
 from fleet.core.errors import flatten_field_errors
 from fleet.core.fields import (
     JSONObjectField,
@@ -23,7 +23,6 @@ from fleet.core.fields import (
     StrictChoiceField,
     StrictDateTimeField,
     StrictIntegerField,
-    StrictNumberField,
     StrictRegexField,
     StrictUUIDField,
 )
@@ -39,6 +38,8 @@ from fleet_rules.vocabulary import (
     TopologyUnit,
     WorkflowName,
 )
+
+__all__ = ["MetricReadingSerializer", "TestExecutionSerializer"]  # defined with the execution document
 
 SOURCE_KEY_HELP = (
     "SHA-256 hex digest of the resolved thresholds the agent evaluated with. A write is rejected as stale "
@@ -164,14 +165,6 @@ class BurnInEvaluationResultsResponseSerializer(serializers.Serializer):
 # --- execution reporting -----------------------------------------------------------------------
 
 
-class MetricReadingSerializer(serializers.Serializer):
-    """One metric of an execution: its value, unit and named statistics."""
-
-    value = MetricDisplayValueField(allow_null=True, required=False)
-    unit = StrictCharField(required=False, allow_blank=True, max_length=32)
-    statistics = serializers.DictField(child=StrictNumberField(allow_null=True), required=False)
-
-
 class TestExecutionReportSerializer(serializers.Serializer):
     """What an agent reports about one execution (the full state; a replay changes nothing)."""
 
@@ -210,32 +203,6 @@ def _plain(value: Any) -> Any:
     if isinstance(value, list):
         return [_plain(v) for v in value]
     return value
-
-
-class TestExecutionSerializer(serializers.ModelSerializer):
-    requirement = serializers.CharField(source="requirement.name")
-    metrics = serializers.DictField(child=MetricReadingSerializer())
-    parameters = serializers.JSONField()
-
-    class Meta:
-        model = TestExecution
-        fields = [
-            "id",
-            "site",
-            "requirement",
-            "test",
-            "device",
-            "topology",
-            "job",
-            "status",
-            "parameters",
-            "metrics",
-            "error",
-            "started_at",
-            "finished_at",
-            "created_at",
-            "updated_at",
-        ]
 
 
 # --- pending-evaluation feed -------------------------------------------------------------------

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from fleet.burnin.api import certificate_views, diagnosis_views, lifecycle_views, rerun_views, views
+from fleet.burnin.api import certificate_views, diagnosis_views, evidence_views, lifecycle_views, rerun_views, views
 
 urlpatterns = [
     path(
@@ -34,6 +34,11 @@ urlpatterns = [
     ),
     path("devices/<uuid:device_id>/accept/", certificate_views.DeviceAcceptView.as_view(), name="device-accept"),
     path("certificates/keys/", certificate_views.CertificateKeysView.as_view(), name="certificate-keys"),
+    path(
+        "devices/<uuid:device_id>/evidence-pack/",
+        evidence_views.DeviceEvidencePackView.as_view(),
+        name="device-evidence-pack",
+    ),
 ]
 
 # --- diagnosis ------------------------------------------------------------------------------------

@@ -6,8 +6,10 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from fleet.burnin.certificates.signing import ALGORITHM, signature_valid
 from fleet_rules import certificates as rules
@@ -34,6 +36,19 @@ def parse_keys(data: object) -> dict[str, bytes]:
             raise ValueError(f"key {entry.get('key_id')!r}: public_key is not base64") from exc
         keys[str(entry.get("key_id"))] = raw
     return keys
+
+
+def read_keys(source: str, token: str | None = None) -> dict[str, bytes]:
+    """The published keys from the keys endpoint's URL (with a bearer token) or a file of its JSON
+    (OSError or ValueError when unreadable)."""
+    if source.startswith(("http://", "https://")):
+        headers = {"Accept": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
+        request = urllib.request.Request(source, headers=headers)
+        with urllib.request.urlopen(request, timeout=30) as response:
+            data = json.loads(response.read())
+    else:
+        data = json.loads(Path(source).read_bytes())
+    return parse_keys(data)
 
 
 def verify_one(data: bytes, keys: Mapping[str, bytes]) -> Verdict:

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import json
 import os
 import sys
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +11,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from fleet.burnin.certificates.reads import envelope, site_certificates
 from fleet.burnin.certificates.signing import published_keys
-from fleet.burnin.certificates.verify import parse_keys, verify_files
+from fleet.burnin.certificates.verify import read_keys, verify_files
 from fleet.core.confinement import OutsideDirectory, file_inside
 from fleet.inventory.models import Site
 from fleet_rules.certificates import canonical
@@ -50,14 +48,7 @@ class Command(BaseCommand):
         if source is None:
             return published_keys()
         try:
-            if source.startswith(("http://", "https://")):
-                headers = {"Accept": "application/json"} | ({"Authorization": f"Bearer {token}"} if token else {})
-                request = urllib.request.Request(source, headers=headers)
-                with urllib.request.urlopen(request, timeout=30) as response:
-                    data = json.loads(response.read())
-            else:
-                data = json.loads(Path(source).read_bytes())
-            return parse_keys(data)
+            return read_keys(source, token)
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot read keys from {source}: {exc}") from exc
 

@@ -1,0 +1,238 @@
+"""Build a device's evidence pack (docs/evidence-pack.md): load its facts in a fixed number of
+queries, let `fleet_rules.evidence_pack` write the manifest, sign it with the certificates' key and
+zip it in memory.
+
+Bounded whatever the device's past: the newest `Limits.executions_per_target` attempts of each
+failing target (the count of all of them is in the manifest), the newest `Limits.history` state
+changes and `Limits.repairs` repairs. Nine queries (tests/burnin/test_evidence_pack.py holds the
+count equal for a device with 2 and with 30 executions a target)."""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from datetime import datetime
+from uuid import UUID
+
+from django.db.models import Count, F, Q, Window
+from django.db.models.functions import Coalesce, RowNumber
+from django.utils import timezone
+from rest_framework.utils.encoders import JSONEncoder  # what the API renders with
+
+from fleet.burnin.certificates.signing import signing_key
+from fleet.burnin.execution_document import TestExecutionSerializer
+from fleet.burnin.models import CertificateKey, PolicyProgress, TestExecution
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.models import Device, Site, Topology
+from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet.policies.models import AcceptancePolicy
+from fleet.policies.selectors import load_resolutions
+from fleet_rules import evidence_pack as rules
+from fleet_rules.vocabulary import RequirementScope, Verdict
+
+LIMITS = rules.Limits()
+#: The verdicts a vendor is sent evidence for.
+BAD_VERDICTS = (Verdict.FAILED, Verdict.ERRORED)
+
+
+@dataclass(frozen=True)
+class EvidencePack:
+    """The zip's bytes and what to call it."""
+
+    device_id: UUID
+    file_name: str
+    content: bytes
+    key_id: str
+
+
+def device_for_pack(*, site_slug: str, hostname: str) -> Device:
+    """The device a command names by site and hostname (404 otherwise)."""
+    device = Device.objects.filter(site__slug=site_slug, hostname=hostname).only("id").first()
+    if device is None:
+        raise NotFoundError(f"No device {hostname!r} at site {site_slug!r}.")
+    return device
+
+
+def _changes(device: Device, limits: rules.Limits) -> tuple[list[rules.StateChange], int]:
+    newest = list(
+        DeviceStateChange.objects.filter(device=device)
+        .annotate(total=Window(Count("id")))  # all of them, counted before the limit
+        .order_by("-at", "-id")[: limits.history]
+    )
+    changes = [
+        rules.StateChange(c.from_state, c.to_state, c.at, c.actor, c.cause, c.held, c.reason, c.refs or {})
+        for c in newest
+    ]
+    return changes, newest[0].total if newest else 0
+
+
+def _repairs(device: Device, limits: rules.Limits) -> tuple[list[rules.RepairRecord], int]:
+    newest = list(
+        Repair.objects.filter(device=device)
+        .annotate(total=Window(Count("id")))
+        .order_by("-created_at", "-id")[: limits.repairs]
+    )
+    repairs = [
+        rules.RepairRecord(r.id, r.summary, r.parts or [], r.actor, r.created_at, r.rerun_mode, r.job_ids or [])
+        for r in newest
+    ]
+    return repairs, newest[0].total if newest else 0
+
+
+def _executions(
+    rows: list[PolicyProgress], since: datetime | None, limits: rules.Limits
+) -> tuple[list[TestExecution], dict[tuple[UUID, UUID], int]]:
+    """The newest attempts under the current version of each failing target, and how many there
+    are in all (one query: a window numbers each target's attempts, newest first)."""
+    if not rows:
+        return [], {}
+    wanted = Q()
+    for row in rows:
+        on = Q(device_id=row.target_id) if row.device_id else Q(topology_id=row.target_id)
+        wanted |= Q(requirement_id=row.requirement_id) & on
+    target: list[F | Coalesce] = [F("requirement_id"), Coalesce("device_id", "topology_id")]
+    found = (
+        TestExecution.objects.filter(wanted, diagnostic=False)
+        .filter(Q() if since is None else Q(created_at__gte=since))
+        .select_related("requirement", "evaluation")
+        .annotate(
+            rank=Window(RowNumber(), partition_by=target, order_by=[F("created_at").desc(), F("id").desc()]),
+            attempts=Window(Count("id"), partition_by=target),
+        )
+        .filter(rank__lte=limits.executions_per_target)
+        .order_by("-created_at", "-id")
+    )
+    executions: list[TestExecution] = list(found)
+    totals = {(e.requirement_id, e.target_id): int(e.attempts) for e in executions}  # type: ignore[attr-defined]
+    return executions, totals
+
+
+def _facts(execution: TestExecution) -> rules.ExecutionFacts:
+    evaluation = getattr(execution, "evaluation", None)
+    current = evaluation is not None and evaluation.execution_updated_at == execution.updated_at
+    return rules.ExecutionFacts(
+        id=execution.id,
+        status=execution.status,
+        test=execution.test,
+        parameters=execution.parameters or {},
+        metrics=execution.metrics or {},
+        error=execution.error,
+        started_at=execution.started_at,
+        finished_at=execution.finished_at,
+        created_at=execution.created_at,
+        updated_at=execution.updated_at,
+        job_id=execution.job_id,
+        evaluation_passed=evaluation.passed if current and evaluation is not None else None,
+        evaluation_reason=evaluation.reason if current and evaluation is not None else None,
+        metric_evaluations=evaluation.metric_evaluations if current and evaluation is not None else None,
+    )
+
+
+def execution_file(execution: TestExecution) -> bytes:
+    """`executions/<id>.json`: the execution exactly as `GET /api/v1/burn-in/executions/{id}/`
+    serialises it (sorted keys, so a pack is the same bytes for the same facts)."""
+    data = TestExecutionSerializer(execution).data
+    return json.dumps(data, cls=JSONEncoder, sort_keys=True, ensure_ascii=False, indent=2).encode()
+
+
+def _zip(files: dict[str, bytes]) -> bytes:
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w", compression=zipfile.ZIP_DEFLATED) as archive:
+        for path, data in files.items():
+            info = zipfile.ZipInfo(path, date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            archive.writestr(info, data)
+    return buffer.getvalue()
+
+
+def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Limits = LIMITS) -> EvidencePack:
+    """The device's signed evidence pack (404 for an unknown device). Who may ask is the caller's
+    business (the API refuses satellites' clients)."""
+    device = Device.objects.select_related("site").filter(id=device_id).first()
+    if device is None:
+        raise NotFoundError(f"No device {device_id}.")
+    site: Site = device.site
+    topologies = {t.id: t for t in Topology.objects.filter(memberships__device=device)}
+    policy = AcceptancePolicy.objects.filter(resource_class=device.resource_class).first()
+    rows: list[PolicyProgress] = []
+    if policy is not None:
+        rows = list(
+            PolicyProgress.objects.filter(
+                Q(device=device) | Q(topology_id__in=list(topologies)),
+                requirement__policy=policy,
+                requirement__retired_at__isnull=True,
+                verdict__in=BAD_VERDICTS,
+            ).select_related("requirement")
+        )
+    resolutions = load_resolutions({(row.requirement_id, site.id) for row in rows})
+    since = policy.version_changed_at if policy is not None else None
+    executions, totals = _executions(rows, since, limits)
+    history, history_total = _changes(device, limits)
+    repairs, repairs_total = _repairs(device, limits)
+
+    by_target: dict[tuple[UUID, UUID], list[TestExecution]] = {}
+    for execution in executions:
+        by_target.setdefault((execution.requirement_id, execution.target_id), []).append(execution)
+    targets = []
+    for row in rows:
+        requirement = row.requirement
+        on_device = requirement.scope == RequirementScope.SINGLE_NODE
+        attempts = by_target.get((row.requirement_id, row.target_id), [])
+        targets.append(
+            rules.FailingTarget(
+                requirement=requirement.name,
+                gate=requirement.gate,
+                scope=requirement.scope,
+                test=requirement.test,
+                target_kind="device" if on_device else "topology",
+                target_id=row.target_id,
+                target_label=device.hostname if on_device else topologies[row.target_id].label,
+                verdict=row.verdict,
+                policy_version=row.policy_version,
+                reconciled_at=row.reconciled_at,
+                deciding_execution_id=row.execution_id,
+                source_key=row.evaluation_source_key,
+                thresholds=resolutions[(row.requirement_id, site.id)].rules_list,
+                attempts=totals.get((row.requirement_id, row.target_id), 0),
+                executions=[_facts(e) for e in attempts],
+            )
+        )
+    files = {rules.execution_path(e.id): execution_file(e) for e in executions}
+    document = rules.manifest(
+        device=rules.PackDevice(
+            device.id,
+            device.hostname,
+            device.serial,
+            device.resource_class,
+            site.id,
+            site.slug,
+            device.state,
+            device.enrolled_at,
+        ),
+        policy=None
+        if policy is None
+        else rules.PackPolicy(policy.resource_class, policy.version, policy.version_changed_at),
+        history=history,
+        history_total=history_total,
+        repairs=repairs,
+        repairs_total=repairs_total,
+        targets=targets,
+        files=files,
+        generated_at=timezone.now(),
+        generated_by=generated_by,
+        limits=limits,
+    )
+    manifest = rules.canonical(document)
+    key = signing_key()
+    # The key is published (GET /api/v1/certificates/keys/) from the moment it signs anything.
+    CertificateKey.objects.bulk_create(
+        [CertificateKey(key_id=key.key_id, public_key=key.public_raw, created_at=timezone.now())],
+        ignore_conflicts=True,
+    )
+    content = _zip(
+        {rules.MANIFEST: manifest, rules.SIGNATURE: rules.signature_document(key.key_id, key.sign(manifest)), **files}
+    )
+    return EvidencePack(device.id, rules.pack_file_name(device.hostname, device.serial), content, key.key_id)
