@@ -173,12 +173,15 @@ def _sources(move: AutomaticMove) -> str:
     return ",".join(sorted(s.value for s in found.sources))
 
 
-def automatic_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime | None = None) -> list[Moved]:
+def automatic_moves_apply(
+    moves: Sequence[AutomaticMove], *, now: datetime | None = None, always: bool = False
+) -> list[Moved]:
     """Apply the evidence's moves in the caller's transaction (one statement; none when there are
-    none). Returns the moves made; a device no longer in a state the table allows is left alone."""
+    none, unless `always`: a reconcile page that wrote sends the same statements whatever it found).
+    Returns the moves made; a device no longer in a state the table allows is left alone."""
     # One move per device: the last one given wins (a page decides each device once).
     moves = list({m.device_id: m for m in moves}.values())
-    if not moves:
+    if not moves and not always:
         return []
     now = now or timezone.now()
     payload = recordset(

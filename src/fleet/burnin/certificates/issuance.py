@@ -1,7 +1,8 @@
 """Issue and supersede certificates for the devices a reconcile page touched: load their facts,
 evidence, thresholds and newest certificate (one query), decide per device in
 `fleet_rules.certificates`, sign, and write in bulk (one update, one insert), the touched devices
-locked first. Every page that wrote sends the same four statements, whatever it wrote."""
+locked first; then the lifecycle moves of those devices (`fleet.lifecycle`). Every page that
+wrote sends the same five statements, whatever it wrote."""
 
 from __future__ import annotations
 
@@ -379,7 +380,8 @@ def certificates_refresh(
 ) -> IssuanceCounts:
     """Supersede and issue the certificates of the given devices and of every device in the given
     topologies, as their projection rows now say. Runs in the caller's transaction and sends the
-    same four statements whatever it finds, and none when nothing was touched (a steady sweep's
+    same five statements whatever it finds (the fifth moves the devices whose certificate was issued
+    or stopped holding: `fleet.lifecycle`), and none when nothing was touched (a steady sweep's
     pages: the four found nothing, 5 ms a page)."""
     devices, topologies = list(set(device_ids)), list(set(topology_ids))
     if not devices and not topologies:
@@ -408,7 +410,7 @@ def certificates_refresh(
     # The lifecycle moves in the same transaction: a certificate exists exactly when its device's
     # state says so (one more statement, only on pages that issued or superseded).
     moves += [_accepted(row.device_id, row.serial) for row in inserted]
-    automatic_moves_apply(moves, now=now)
+    automatic_moves_apply(moves, now=now, always=True)
     firsts = {row.device_id for row in inserted if row.first}
     metrics.first_certificates_observed(
         (load.facts.site_slug, load.facts.resource_class, (now - load.facts.enrolled_at).total_seconds())
