@@ -308,3 +308,13 @@ def test_a_target_failing_two_rules_is_two_csv_rows(person, burnt_in):
         ("hbm_bandwidth_tbps", "3.0", "4"),
         ("hbm_bandwidth_tbps.min", "2.8", "3.6"),
     ]
+
+
+def test_the_site_page_says_who_blocks_the_rack_a_waiting_device_waits_on(person, burnt_in, monkeypatch):
+    monkeypatch.setattr("fleet.burnin.certificates.reads.SLOWEST", 20)  # every waiting device listed
+    burnt_in.add_racks(1)
+    page = shown(person(VIEWER).get("/sites/lon-1/"))
+    waiting = _words(_section(page, 'data-waiting="a02-n01"', "</tr>"))
+    assert "rack-nccl · not run — blocked: a02-n00 failed hbm-bandwidth" in waiting
+    errored = _words(_section(page, 'data-waiting="a01-n01"', "</tr>"))
+    assert "rack-nccl ! errored" in errored and "blocked" not in errored  # it ran: nothing blocks it
