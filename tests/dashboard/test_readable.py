@@ -318,3 +318,15 @@ def test_the_site_page_says_who_blocks_the_rack_a_waiting_device_waits_on(person
     assert "rack-nccl · not run — blocked: a02-n00 failed hbm-bandwidth" in waiting
     errored = _words(_section(page, 'data-waiting="a01-n01"', "</tr>"))
     assert "rack-nccl ! errored" in errored and "blocked" not in errored  # it ran: nothing blocks it
+
+
+def test_the_unit_the_requirement_declares_wins_over_the_one_reported(person, burnt_in):
+    requirement = burnt_in.requirements["hbm-bandwidth"]
+    requirement.metric_units = {"hbm_bandwidth_tbps": "TiB/s"}  # as `metrics: {…: {unit: TiB/s}}` declares
+    requirement.save(update_fields=["metric_units"])
+    viewer = person(VIEWER)
+    assert "hbm_bandwidth_tbps.min ≥ 3.6 TiB/s" in _hbm_evidence(viewer)
+    failures = shown(viewer.get("/sites/lon-1/failures/?order=target"))
+    assert "2.932 TiB/s is below ≥ 3.6 TiB/s" in failures
+    assert {r["unit"] for r in _csv(viewer) if r["rule"]} == {"TiB/s"}
+    assert "threshold 3.6 TiB/s" in shown(viewer.get("/sites/lon-1/metrics/hbm-bandwidth/"))

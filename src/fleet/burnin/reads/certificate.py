@@ -28,15 +28,18 @@ def judged_rules(document: dict[str, Any]) -> dict[str, list[JudgedRule]]:
     measured (one query: the executions the certificate names)."""
     requirements = document.get("requirements") or []
     ids = [r.get("execution", {}).get("id") for r in requirements if isinstance(r, dict)]
-    metrics = dict(TestExecution.objects.filter(id__in=[i for i in ids if i]).values_list("id", "metrics"))
+    found = TestExecution.objects.filter(id__in=[i for i in ids if i]).values_list(
+        "id", "metrics", "requirement__metric_units"
+    )
+    metrics = {str(k): (m, declared or {}) for k, m, declared in found}
     judged: dict[str, list[JudgedRule]] = {}
     for r in requirements:
         execution_id = (r.get("execution") or {}).get("id")
-        values = next((m for k, m in metrics.items() if str(k) == str(execution_id)), None) or {}
+        values, declared = metrics.get(str(execution_id), ({}, {}))
         lines = []
         for t in r.get("thresholds") or []:
             name = f"{t['metric']}.{t['statistic']}" if t.get("statistic") else t["metric"]
-            unit = metric_unit(values, t["metric"])
+            unit = metric_unit(values, t["metric"], declared.get(t["metric"], ""))
             lines.append(
                 JudgedRule(
                     rule_text(name, t.get("comparator"), t.get("threshold"), unit),

@@ -44,6 +44,10 @@ class ExecutionEvidence:
         e = self.execution
         return e.device.hostname if e.device else (e.topology.label if e.topology else "")
 
+    def unit_of(self, metric: str) -> str:
+        declared = self.execution.requirement.metric_units.get(metric, "")
+        return metric_unit(self.execution.metrics, metric, declared)
+
     @property
     def reasons(self) -> list[str]:
         """Why it failed, rule by rule in the same words as everywhere
@@ -55,9 +59,7 @@ class ExecutionEvidence:
             if r.outcome is not None and not r.outcome.passed
         ]
         failing += [
-            outcome_text(o, metric_unit(self.execution.metrics, o.metric), with_margin=False)
-            for o in self.extra_outcomes
-            if not o.passed
+            outcome_text(o, self.unit_of(o.metric), with_margin=False) for o in self.extra_outcomes if not o.passed
         ]
         evaluation = getattr(self.execution, "evaluation", None)
         if failing:
@@ -95,7 +97,7 @@ def execution_evidence(execution_id: UUID) -> ExecutionEvidence:
             outcomes.pop((r.metric, r.statistic), None),
             r,
             (r.metric, r.statistic) in overridden,
-            metric_unit(execution.metrics, r.metric),
+            metric_unit(execution.metrics, r.metric, execution.requirement.metric_units.get(r.metric, "")),
         )
         for r in resolved
     ]

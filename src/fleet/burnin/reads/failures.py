@@ -90,7 +90,8 @@ def site_failures(
             outcomes = [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
             # Why it could not judge (errored), or a failure no rule explains (e.g. no thresholds).
             error = execution.error or ("" if outcomes else evaluation.reason or "")
-            units = {o.metric: metric_unit(execution.metrics, o.metric) for o in outcomes}
+            declared = p.requirement.metric_units
+            units = {o.metric: metric_unit(execution.metrics, o.metric, declared.get(o.metric, "")) for o in outcomes}
         failures.append(
             FailureRow(
                 row_id=p.id,

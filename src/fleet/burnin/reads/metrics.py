@@ -134,7 +134,7 @@ def metric_pictures(site: Site, requirement_name: str) -> list[MetricPicture]:
                 )
                 reading = metrics.get(metric) or {}
                 value = reading.get("value") if statistic is None else (reading.get("statistics") or {}).get(statistic)
-                unit = unit or metric_unit(metrics, metric)
+                unit = unit or metric_unit(metrics, metric, r.metric_units.get(metric, ""))
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     points.append(
                         MetricPoint(row.label, row.execution_id, float(value), outcome.passed if outcome else None)
