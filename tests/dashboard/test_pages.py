@@ -227,6 +227,7 @@ PAGES = [
     "/sites/lon-1/devices/a00-n01/",
     "/sites/lon-1/devices/a00-n01/certificate/",
     "/sites/lon-1/metrics/hbm-bandwidth/",
+    "/sites/lon-1/metrics/hbm-bandwidth/?highlight=a00-n00",
     "/jobs/",
 ]
 

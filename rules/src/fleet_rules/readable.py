@@ -50,6 +50,8 @@ def number(value: Any) -> str:
         if not math.isfinite(value):
             return "NaN" if math.isnan(value) else ("∞" if value > 0 else f"{MINUS}∞")
         text = f"{value:.15g}" if value.is_integer() and abs(value) < 1e15 else f"{value:.6g}"
+        if "e" in text and 1 <= abs(value) < 1e15:  # a large value keeps its digits: 1234567.5, not 1.23457e+06
+            text = f"{value:.1f}"
         return text.replace("-", MINUS)
     return "—" if value is None else str(value)
 
