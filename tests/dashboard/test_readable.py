@@ -95,6 +95,8 @@ def test_a_job_shows_its_outcome_in_words_and_the_list_has_a_verdict_column(pers
     assert "◷ running — 1 of 2 reported" in _words(running_row)
     assert re.search(r'class="lease">[0-9:]+<', running_row)  # an active job's lease is shown
     assert 'class="lease">—<' in failed_row
+    device = shown(operator.get("/sites/lon-1/devices/a00-n00/"))
+    assert "✗ finished — 2 of 2 tests failed" in _words(_section(device, '<table class="jobs">'))
 
 
 def test_a_job_whose_tests_all_passed_says_so_and_a_cancelled_one_says_cancelled(person, burnt_in):

@@ -69,7 +69,7 @@ def job_outcome(status: str, tally: JobTally) -> JobOutcome:
     `finished — 2 of 2 tests failed`, `finished — 1 of 3 not evaluated yet`."""
     expected = max(tally.expected, tally.reported)
     if status == JobStatus.QUEUED:
-        return JobOutcome(Verdict.NOT_RUN, "queued")
+        return JobOutcome(Verdict.NOT_RUN, JobStatus.QUEUED.value)
     if status == JobStatus.RUNNING:
         return JobOutcome(Verdict.IN_PROGRESS, f"running — {tally.reported} of {expected} reported")
     if status == JobStatus.CANCELLED:

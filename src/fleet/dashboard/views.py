@@ -24,8 +24,9 @@ from fleet.burnin.reads.device import device_page
 from fleet.burnin.reads.execution import execution_page
 from fleet.burnin.reads.failures import FAILURE_ORDERS, FailureFilters, FailureRow, failures_export, failures_page
 from fleet.burnin.reads.grid import GridFilters, grid_page
-from fleet.burnin.reads.job import job_detail_page, job_outcomes
+from fleet.burnin.reads.job import job_detail_page
 from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
+from fleet.burnin.reads.outcomes import job_outcomes
 from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
 from fleet.burnin.reruns.selection import RerunSelection, device_hostnames, selection_devices

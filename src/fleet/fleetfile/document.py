@@ -16,6 +16,7 @@ import yaml
 
 from fleet.core.yamlfiles import YamlRefused, load_yaml
 from fleet.fleetfile.durations import duration_parse
+from fleet.fleetfile.units import read_metric_units
 from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
@@ -548,28 +549,8 @@ def _read_requirement(r: _Reader, where: str, raw: Any) -> RequirementDecl | Non
         consecutive_passes=r.integer(m, "consecutive_passes", where, default=1, low=1, high=MAX_CONSECUTIVE_PASSES),
         outlier_k=r.positive_number(m, "outlier_k", where),
         evidence_valid_for=_read_duration(r, m, "evidence_valid_for", where),
-        metric_units=_read_metric_units(r, m, where),
+        metric_units=read_metric_units(r, m, where),
     )
-
-
-MAX_UNIT_LENGTH = 16
-
-
-def _read_metric_units(r: _Reader, m: dict[str, Any], where: str) -> dict[str, str]:
-    """`metrics: {busbw_gbps: {unit: GB/s}}`: each metric's unit, as pages show its values."""
-    units: dict[str, str] = {}
-    for metric, definition in r.object(m, "metrics", where).items():
-        at = f"{where}.metrics.{metric}"
-        if not isinstance(metric, str) or not metric or len(metric) > 100:
-            r.problem(at, "a metric name is a string of at most 100 characters")
-            continue
-        declared = r.mapping(definition, at, {"unit"})
-        if declared is None:
-            continue
-        unit = r.string(declared, "unit", at, max_length=MAX_UNIT_LENGTH)
-        if unit:
-            units[metric] = unit
-    return units
 
 
 def _read_duration(r: _Reader, m: dict[str, Any], key: str, where: str) -> timedelta | None:

@@ -17,6 +17,7 @@ from fleet.burnin.diagnosis.outliers import Group, device_outliers, site_outlier
 from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
 from fleet.burnin.reads.acceptance import Acceptance, acceptance
 from fleet.burnin.reads.cohorts import cohort_blockers
+from fleet.burnin.reads.outcomes import job_outcomes
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site, Topology
 from fleet.inventory.selectors import site_by_slug
@@ -24,6 +25,7 @@ from fleet.jobs.models import Job, JobDevice
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import AttemptSummary
 from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
+from fleet_rules.jobs import JobOutcome
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 HISTORY_LIMIT = 200
@@ -59,6 +61,7 @@ class DeviceJob:
     status: str
     created_at: datetime
     requirements: list[str]
+    outcome: JobOutcome  # what its tests found ("finished — 2 of 2 tests failed")
 
 
 @dataclass(frozen=True)
@@ -76,8 +79,8 @@ class DeviceDetail:
 
 def device_detail(site: Site, hostname: str) -> DeviceDetail:
     """Everything about one device: identity, each requirement's verdict and deciding execution,
-        every attempt (the newest 200), and the jobs that held it (the newest 50); eight queries, and
-    one more when a rack of its waits on its members (`cohort_blockers`)."""
+        every attempt (the newest 200), and the jobs that held it (the newest 50) and what they
+    came to, and who blocks its racks that have not run (`cohort_blockers`); eleven queries."""
     device = Device.objects.select_related("site", "satellite").filter(site=site, hostname=hostname).first()
     if device is None:
         raise NotFoundError(f"No device {hostname!r} at site {site.slug}.")
@@ -144,12 +147,13 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
         )
         for e in executions
     ]
-    jobs = [
-        DeviceJob(j.id, j.workflow_name, j.status, j.created_at, j.requirement_names)
-        for j in Job.objects.filter(id__in=JobDevice.objects.filter(device=device).values("job_id")).order_by(
-            "-created_at"
-        )[:50]
-    ]
+    held = list(
+        Job.objects.filter(id__in=JobDevice.objects.filter(device=device).values("job_id"))
+        .prefetch_related("job_devices")
+        .order_by("-created_at")[:50]
+    )
+    outcomes = job_outcomes(held)
+    jobs = [DeviceJob(j.id, j.workflow_name, j.status, j.created_at, j.requirement_names, outcomes[j.id]) for j in held]
     accepted = acceptance([site.id], device.id).get((site.id, device.resource_class), Acceptance()).accepted == 1
     return DeviceDetail(
         device,
