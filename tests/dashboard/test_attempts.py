@@ -1,5 +1,5 @@
-"""Attempt history on the dashboard: "passed after N attempts" on the device page, the failures
-page and its CSV; the flaky rate per requirement on the site page."""
+"""Attempt history on the dashboard: "passed after N attempts" on the device page and the failures
+page (its CSV holds failures only); the flaky rate per requirement on the site page."""
 
 from __future__ import annotations
 
@@ -33,13 +33,11 @@ def test_a_target_that_failed_twice_then_passed_shows_passed_after_3_attempts(pe
     # a01-n00 failed once and never passed: still a failure, not a pass after attempts.
     assert failures.count('data-target="a01-n00"') == 1
 
+    # The CSV is a failures file: a target that passed in the end is not in it (issue 27, finding 14).
     body = b"".join(browser.get("/sites/lon-1/failures.csv?order=target").streaming_content).decode()
     rows = list(csv.DictReader(io.StringIO(body)))
-    passed = [r for r in rows if r["verdict"] == "passed"]
-    assert [(r["target"], r["requirement"], r["attempts"], r["passed_after_attempts"]) for r in passed] == [
-        ("a00-n00", "hbm-bandwidth", "3", "3")
-    ]
-    assert all(r["passed_after_attempts"] == "" for r in rows if r["verdict"] != "passed")
+    assert {r["verdict"] for r in rows} == {"failed", "errored"}
+    assert ("a00-n00", "hbm-bandwidth") not in {(r["target"], r["requirement"]) for r in rows}
 
 
 def test_a_verdict_filter_leaves_the_passes_out(person, burnt_in):

@@ -131,15 +131,15 @@ def test_an_operator_follows_a_failure_to_its_evidence_and_reruns_its_rack(tab):
     page.wait_for_url(re.compile(r"/executions/"))
     visit.shoot("evidence")
     rule = page.locator('tr[data-rule="hbm_bandwidth_tbps.min"]').inner_text()
-    assert "gte 3.6" in rule and "2.932" in rule and "✗ fail" in rule and "−18.6 %" in rule
+    assert "≥ 3.6 TB/s" in rule and "2.932 TB/s" in rule and "✗ fail" in rule and "−18.6 %" in rule
 
     visit.go("/sites/lon-1/failures/?order=target", "failures")
     row = page.locator('tr[data-target="a01-n00"]').inner_text()
-    assert "hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)" in row
+    assert "hbm_bandwidth_tbps.min 2.932 TB/s is below ≥ 3.6 TB/s (−18.6 %)" in row
     with page.expect_download() as download:
         page.click("#failures-csv")
     csv_text = Path(download.value.path()).read_text()
-    assert "a01-n00,gpu.h200.8x,hbm-bandwidth,failed,hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)" in csv_text
+    assert "a01-n00,gpu.h200.8x,hbm-bandwidth,failed,hbm_bandwidth_tbps.min,2.932,gte,3.6,TB/s,-18.6," in csv_text
 
     visit.go("/sites/lon-1/grid/", "grid-again")
     page.select_option('select[name="topology"][aria-label="rack to rerun"]', "rack-a01")
@@ -299,3 +299,53 @@ def test_every_page_works_under_the_content_security_policy(tab):
     if found:
         violations["/api/docs/"] = found
     assert violations == {} and console == [], (violations, console)
+
+
+def test_a_rack_that_has_not_run_says_which_member_blocks_it(tab):
+    """Issue 27, finding 4: the rack's cell and its members' pages name the blocker, in the words
+    of the rule the rerun preview applies (`topology_cohort_blocked`)."""
+    visit, world = tab
+    page = visit.page
+    world.add_racks(1)  # rack-a02: a02-n00 fails hbm-bandwidth, so the collective has not run
+    visit.sign_in("operator")
+    visit.go("/sites/lon-1/grid/", "grid-blocked-rack")
+    cell = page.locator('tr[data-hostname="a02-n01"] td[data-requirement="rack-nccl"]')
+    assert "blocked: a02-n00 failed hbm-bandwidth" in cell.inner_text()
+    assert cell.locator(".blocked").is_visible()
+    page.click('tr[data-hostname="a02-n01"] a[href$="/devices/a02-n01/"]')
+    page.wait_for_url(re.compile(r"/devices/a02-n01/$"))
+    visit.shoot("device-blocked-rack")
+    row = page.locator('table.requirements tr[data-requirement="rack-nccl"]').inner_text()
+    assert "not run" in row and "blocked: a02-n00 failed hbm-bandwidth" in row
+
+
+def test_a_failure_the_device_and_the_evidence_open_the_metric_picture_at_their_point(tab):
+    """Issue 27, finding 12: from a failure, a device or an execution, one click shows the value
+    among the fleet's, the point ringed and named without hovering; failures are named too."""
+    visit, world = tab
+    page = visit.page
+    visit.sign_in("viewer")
+    visit.go("/sites/lon-1/failures/?order=target", "failures-before-picture")
+    page.click('tr[data-target="a00-n00"] a.metric-link')
+    page.wait_for_url(re.compile(r"/sites/lon-1/metrics/hbm-bandwidth/\?highlight=a00-n00$"))
+    visit.shoot("picture-from-failure")
+    ring = page.locator('circle.pt-highlight[data-target="a00-n00"]')
+    assert ring.count() == 1 and ring.is_visible()
+    labels = page.locator("text.pt-label").all_text_contents()
+    assert "a00-n00" in labels and "a01-n00" in labels  # both failures named, not only on hover
+    assert page.locator('a[data-target="a00-n01"] title').count() == 1  # a passing point: its title
+
+    visit.go("/sites/lon-1/devices/a00-n01/", "device-before-picture")
+    page.click('table.requirements tr[data-requirement="hbm-bandwidth"] a.metric-link')
+    page.wait_for_url(re.compile(r"\?highlight=a00-n01$"))
+    visit.shoot("picture-from-device")
+    assert page.locator('circle.pt-highlight[data-target="a00-n01"]').is_visible()
+    assert "a00-n01" in page.locator("text.pt-label-highlight").all_text_contents()
+
+    visit.go("/sites/lon-1/failures/?order=target", "failures-to-evidence")
+    page.click('tr[data-target="a01-n00"] a:text-is("execution")')
+    page.wait_for_url(re.compile(r"/executions/"))
+    page.click('tr[data-rule="hbm_bandwidth_tbps.min"] a.metric-link')
+    page.wait_for_url(re.compile(r"\?highlight=a01-n00$"))
+    visit.shoot("picture-from-evidence")
+    assert page.locator('circle.pt-highlight[data-target="a01-n00"]').is_visible()

@@ -21,7 +21,7 @@ def test_the_device_page_shows_the_valid_certificate_and_links_a_printable_view(
 
     printable = text(viewer.get("/sites/lon-1/devices/a00-n01/certificate/"))
     assert "✓ Valid" in printable and certificate.signature in printable and certificate.sha256 in printable
-    assert "hbm_bandwidth_tbps.min gte 3.6" in printable and "rack-nccl" in printable
+    assert "hbm_bandwidth_tbps.min ≥ 3.6 TB/s" in printable and "rack-nccl" in printable
     assert "<nav>" not in printable  # a page to print: no dashboard chrome
 
     failing = text(viewer.get("/sites/lon-1/devices/a00-n00/"))

@@ -47,4 +47,4 @@ def test_the_metric_picture_rings_the_outlier(person, fleet):
     seed(fleet, SIBLINGS + [320.0])
     page = text(person(VIEWER).get("/sites/lon-1/metrics/nccl-local/"))
     assert page.count('class="pt-outlier"') == 1 and 'data-outlier="a01-n09"' in page
-    assert "a01-n09: 320.0 (outlier: robust z" in page
+    assert "a01-n09: 320 GB/s (outlier: robust z" in page

@@ -82,7 +82,7 @@ def test_grid_filters_and_pages_by_hostname(person, burnt_in):
 
 def test_the_failures_list_names_each_failing_rule_with_value_threshold_and_margin(person, burnt_in):
     page = shown(person(VIEWER).get("/sites/lon-1/failures/?order=target"))
-    assert page.count("hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)") == 2
+    assert page.count("hbm_bandwidth_tbps.min 2.932 TB/s is below ≥ 3.6 TB/s (−18.6 %)") == 2
     assert "mpirun: node lost" in page  # the errored collective says why
     assert re.findall(r'data-target="([^"]+)"', page) == ["a00-n00", "a01-n00", "rack-a01"]
 
@@ -96,7 +96,13 @@ def test_the_failures_csv_holds_the_same_rows(person, burnt_in):
         ("a01-n00", "hbm-bandwidth", "failed"),
         ("rack-a01", "rack-nccl", "errored"),
     ]
-    assert rows[0]["failing_rules"] == "hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)"
+    assert (rows[0]["rule"], rows[0]["measured"], rows[0]["comparator"], rows[0]["threshold"]) == (
+        "hbm_bandwidth_tbps.min",
+        "2.932",
+        "gte",
+        "3.6",
+    )
+    assert (rows[0]["unit"], rows[0]["margin_pct"]) == ("TB/s", "-18.6")
     assert rows[2]["error"] == "mpirun: node lost"
 
 
@@ -114,7 +120,8 @@ def test_the_execution_page_is_the_evidence_rule_by_rule(person, burnt_in):
     row = PolicyProgress.objects.get(device__hostname="a00-n00", requirement__name="hbm-bandwidth")
     page = text(person(VIEWER).get(f"/executions/{row.execution_id}/"))
     assert 'data-rule="hbm_bandwidth_tbps.min"' in page
-    assert "gte 3.6" in page and "2.932" in page and "✗ fail" in page and "−18.6 %" in page
+    assert "hbm_bandwidth_tbps.min ≥ 3.6 TB/s" in page and "2.932 TB/s" in page and "✗ fail" in page
+    assert "−18.6 %" in page
     assert "✓ current" in page  # evaluated against today's thresholds
     assert "Raw metrics" in page
 
@@ -132,7 +139,7 @@ def test_a_site_override_is_marked_on_the_evidence(person, burnt_in):
     )
     row = PolicyProgress.objects.get(device__hostname="a00-n00", requirement__name="hbm-bandwidth")
     page = text(person(VIEWER).get(f"/executions/{row.execution_id}/"))
-    assert "gte 2.5 <strong" in page and "(site override)" in page
+    assert "hbm_bandwidth_tbps.min ≥ 2.5 TB/s <strong" in page and "(site override)" in page
     assert "stale" in page  # the stored evaluation was made against the default
 
 
@@ -225,6 +232,7 @@ PAGES = [
     "/sites/lon-1/devices/a00-n01/",
     "/sites/lon-1/devices/a00-n01/certificate/",
     "/sites/lon-1/metrics/hbm-bandwidth/",
+    "/sites/lon-1/metrics/hbm-bandwidth/?highlight=a00-n00",
     "/jobs/",
     "/jobs/?site=lon-1&status=queued",
 ]

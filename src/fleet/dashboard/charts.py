@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 WIDTH, HEIGHT, PAD = 720, 120, 24
 
@@ -54,3 +55,27 @@ def _label(value: float) -> str:
         return "0"
     magnitude = math.floor(math.log10(abs(value)))
     return f"{value:.{max(0, 2 - magnitude)}f}"
+
+
+@dataclass(frozen=True)
+class Labelled:
+    """A point as drawn: where, what it is, and whether it carries a visible label (failures,
+    outliers and the point asked for by `?highlight=` are named on the picture, not only on hover)."""
+
+    point: Any  # the read model's point: target, execution_id, value, passed
+    at: Placed
+    outlier: tuple[float, float] | None  # (robust z, k) when it is an outlier among its siblings
+    highlighted: bool
+
+    @property
+    def labelled(self) -> bool:
+        return self.highlighted or self.outlier is not None or self.point.passed is False
+
+    @property
+    def label_y(self) -> float:
+        """Above the point, or below it near the top edge."""
+        return self.at.y - 9 if self.at.y > PAD + 6 else self.at.y + 16
+
+
+def label(point: Any, at: Placed, outlier: tuple[float, float] | None, highlight: str) -> Labelled:
+    return Labelled(point, at, outlier, bool(highlight) and point.target == highlight)

@@ -24,11 +24,19 @@ from django.views import View
 from fleet.burnin.reads.certificate import certificate_page
 from fleet.burnin.reads.device import device_page
 from fleet.burnin.reads.execution import execution_page
-from fleet.burnin.reads.failures import FAILURE_ORDERS, NOT_PASSING, FailureFilters, failures_export, failures_page
+from fleet.burnin.reads.failures import (
+    FAILURE_ORDERS,
+    NOT_PASSING,
+    FailureFilters,
+    FailureRow,
+    failures_export,
+    failures_page,
+)
 from fleet.burnin.reads.filters import scoped_racks, site_filter_values
 from fleet.burnin.reads.grid import GridFilters, grid_page
 from fleet.burnin.reads.job import job_detail_page
 from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
+from fleet.burnin.reads.outcomes import job_outcomes
 from fleet.burnin.reads.overview import overview_page
 from fleet.burnin.reads.site import site_page
 from fleet.core.csvfiles import csv_writer
@@ -180,17 +188,45 @@ FAILURES_CSV_COLUMNS = [
     "resource_class",
     "requirement",
     "verdict",
-    "failing_rules",
+    "rule",
+    "measured",
+    "comparator",
+    "threshold",
+    "unit",
+    "margin_pct",
     "error",
     "finished_at",
     "attempts",
     "execution_id",
-    "passed_after_attempts",
 ]
 
 
+def _failure_lines(row: FailureRow) -> list[list[Any]]:
+    """A failure as CSV rows: one per failing rule (numbers as numbers, so a spreadsheet sorts
+    them), or one row with the error when no rule explains it (an errored run)."""
+    common = [row.target, row.resource_class, row.requirement, row.verdict]
+    tail = [row.finished_at.isoformat() if row.finished_at else "", row.attempts, row.execution_id or ""]
+    if not row.rules:
+        return [[*common, "", "", "", "", "", "", row.error, *tail]]
+    return [
+        [
+            *common,
+            rule.name,
+            "" if rule.value is None else rule.value,
+            rule.comparator or "",
+            "" if rule.threshold is None else rule.threshold,
+            row.units.get(rule.metric, ""),
+            "" if rule.margin is None else round(rule.margin * 100, 1),
+            row.error,
+            *tail,
+        ]
+        for rule in row.rules
+    ]
+
+
 class FailuresCsv(access.Page, View):
-    """The failures list as CSV: the same rows and order, streamed a bounded chunk at a time."""
+    """The failed and errored targets as CSV, a row per failing rule: the same targets and order as
+    the page, streamed a bounded chunk at a time."""
 
     replica_ok = True
 
@@ -208,36 +244,8 @@ class FailuresCsv(access.Page, View):
             writer.writerow(FAILURES_CSV_COLUMNS)
             yield out.take()
             for row in export.rows():
-                writer.writerow(
-                    [
-                        row.target,
-                        row.resource_class,
-                        row.requirement,
-                        row.verdict,
-                        "; ".join(rule.describe() for rule in row.rules),
-                        row.error,
-                        row.finished_at.isoformat() if row.finished_at else "",
-                        row.attempts,
-                        row.execution_id or "",
-                        "",
-                    ]
-                )
-                yield out.take()
-            for passed in export.passed_after():
-                writer.writerow(
-                    [
-                        passed.target,
-                        passed.resource_class,
-                        passed.requirement,
-                        Verdict.PASSED,
-                        "",
-                        "",
-                        "",
-                        passed.summary.attempts,
-                        passed.execution_id or "",
-                        passed.summary.passed_after,
-                    ]
-                )
+                for line in _failure_lines(row):
+                    writer.writerow(line)
                 yield out.take()
 
         response = StreamingHttpResponse(lines(), content_type="text/csv; charset=utf-8")
@@ -291,15 +299,24 @@ class MetricsPage(access.Page, View):
 
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:
         read = metrics_page(slug, requirement)
+        highlight = request.GET.get("highlight", "")[:255]  # a target (hostname or rack) to find on the strips
+        drawn = _drawn(read, highlight)
         return render(
             request,
             "dashboard/metrics.html",
-            {"site": read.site, "requirement": read.requirement, "drawn": _drawn(read), "chart": charts},
+            {
+                "site": read.site,
+                "requirement": read.requirement,
+                "drawn": drawn,
+                "chart": charts,
+                "highlight": highlight,
+                "highlight_found": any(p.highlighted for d in drawn for p in d["placed"]),
+            },
         )
 
 
-def _drawn(read: MetricsPageRead) -> list[dict[str, Any]]:
-    """Each picture on its strip (`charts`), its points placed, outliers with their robust z."""
+def _drawn(read: MetricsPageRead, highlight: str) -> list[dict[str, Any]]:
+    """Each picture on its strip (`charts`): its points placed and labelled (`charts.label`)."""
     drawn = []
     for picture in read.pictures:
         threshold = picture.rule.threshold
@@ -311,7 +328,8 @@ def _drawn(read: MetricsPageRead) -> list[dict[str, Any]]:
                 "picture": picture,
                 "strip": strip,
                 "placed": [
-                    (point, at, far.get(point.target)) for point, at in zip(picture.points, strip.points, strict=True)
+                    charts.label(point, at, far.get(point.target), highlight)
+                    for point, at in zip(picture.points, strip.points, strict=True)
                 ],
             }
         )
@@ -334,6 +352,7 @@ class JobsPage(access.Page, View):
         site = sites[query["site"]] if query["site"] else None
         before = (query["before_at"], query["before_id"]) if query["before_at"] else None
         page = job_page(site_id=site.id if site else None, statuses=statuses, before=before)
+        outcomes = job_outcomes(page.jobs)  # what each came to, in words (one query)
         return _page(
             request,
             "dashboard/jobs.html",
@@ -343,6 +362,7 @@ class JobsPage(access.Page, View):
                 "site": site,
                 "sites": sites.values(),
                 "all_statuses": JobStatus.values,
+                "outcomes": outcomes,
             },
             {"jobs": "dashboard/partials/jobs_table.html"},
         )

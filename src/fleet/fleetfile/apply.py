@@ -473,6 +473,7 @@ class _Applier:
                 name=decl.name,
                 retired_at=self.now if decl.retired else None,
                 outlier_k=decl.outlier_k,
+                metric_units=decl.metric_units,
                 **fields,
             )
             self.count("requirements", Change.CREATED)
@@ -488,14 +489,16 @@ class _Applier:
                 requirement.save()
                 self.count("requirements", Change.UPDATED)
                 changed = True
-            elif requirement.outlier_k != decl.outlier_k:
+            elif requirement.outlier_k != decl.outlier_k or requirement.metric_units != decl.metric_units:
                 self.count("requirements", Change.UPDATED)
             else:
                 self.count("requirements", Change.UNCHANGED)
-            if requirement.outlier_k != decl.outlier_k:
-                # Diagnosis only: which siblings are outliers judges no target, so no new version.
+            if requirement.outlier_k != decl.outlier_k or requirement.metric_units != decl.metric_units:
+                # Diagnosis and units only: which siblings are outliers and how values are shown
+                # judge no target, so no new version.
                 requirement.outlier_k = decl.outlier_k
-                requirement.save(update_fields=["outlier_k", "updated_at"])
+                requirement.metric_units = decl.metric_units
+                requirement.save(update_fields=["outlier_k", "metric_units", "updated_at"])
 
         current = rules_by_requirement.get(requirement.id, {})
         wanted = {(t.metric, t.statistic, self.site_ids.get(t.site) if t.site else None): t for t in decl.thresholds}

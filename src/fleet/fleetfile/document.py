@@ -15,6 +15,7 @@ import yaml
 from fleet.core.yamlfiles import YamlRefused, load_yaml
 from fleet.fleetfile.durations import duration_parse
 from fleet.fleetfile.reader import MISSING, Reader, is_number, type_name
+from fleet.fleetfile.units import read_metric_units
 from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
@@ -56,6 +57,8 @@ class RequirementDecl:
     outlier_k: float | None = None
     #: How long a pass counts (`30d`, `12h`, `90m`, `3600s`); None: forever.
     evidence_valid_for: timedelta | None = None
+    #: metric → its unit (`metrics: {busbw_gbps: {unit: GB/s}}`): how pages show values; judges nothing.
+    metric_units: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -345,6 +348,7 @@ def _read_requirement(r: Reader, where: str, raw: Any) -> RequirementDecl | None
             "consecutive_passes",
             "outlier_k",
             "evidence_valid_for",
+            "metrics",
         },
     )
     if m is None:
@@ -402,6 +406,7 @@ def _read_requirement(r: Reader, where: str, raw: Any) -> RequirementDecl | None
         consecutive_passes=r.integer(m, "consecutive_passes", where, default=1, low=1, high=MAX_CONSECUTIVE_PASSES),
         outlier_k=r.positive_number(m, "outlier_k", where),
         evidence_valid_for=_read_duration(r, m, "evidence_valid_for", where),
+        metric_units=read_metric_units(r, m, where),
     )
 
 

@@ -80,6 +80,8 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
             entry["outlier_k"] = r.outlier_k
         if r.evidence_valid_for is not None:
             entry["evidence_valid_for"] = duration_text(r.evidence_valid_for)
+        if r.metric_units:
+            entry["metrics"] = {metric: {"unit": unit} for metric, unit in sorted(r.metric_units.items())}
         entry["thresholds"] = rules[r.id]
         requirements[r.policy_id].append(entry)
 

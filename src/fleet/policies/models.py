@@ -92,6 +92,11 @@ class Requirement(TimeStamped):
         help_text="How long a pass counts after its execution finished (the fleet file's `30d`); null: forever. "
         "An older pass is verdict `expired`.",
     )
+    metric_units = models.JSONField(
+        default=dict,
+        blank=True,
+        help_text='The unit of each metric, for people (`{"busbw_gbps": "GB/s"}`); judges nothing.',
+    )
 
     class Meta:
         ordering = ["policy__resource_class", "name"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID, uuid4
@@ -25,7 +25,7 @@ from fleet.inventory.identity import Actor, site_restriction
 from fleet.inventory.models import Device, Site
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules.eligibility import enrolled_sql
-from fleet_rules.vocabulary import Verdict
+from fleet_rules.vocabulary import RequirementScope, Verdict
 
 
 def valid_now(now: datetime | None = None) -> Q:
@@ -153,6 +153,7 @@ class Waiting:
     enrolled_at: datetime
     waiting_seconds: float
     waiting_on: list[tuple[str, str]]  # (requirement, verdict or "not_run" when it has no row)
+    racks: dict[str, UUID] = field(default_factory=dict)  # multi-node requirement waited on → its topology
 
 
 @dataclass(frozen=True)
@@ -251,13 +252,15 @@ class WaitingOnRow(NamedTuple):
     device_id: UUID
     requirement_name: str
     verdict: str | None
+    topology_id: UUID | None  # the target, for a multi-node requirement
 
 
 WAITING_ON = Statement(
     "burnin.certificates.waiting_on",
     sql(
         """
-SELECT d.id AS device_id, r.name AS requirement_name, p.verdict
+SELECT d.id AS device_id, r.name AS requirement_name, p.verdict,
+       CASE WHEN r.scope = {multi_node} THEN tgt.id END AS topology_id
 FROM {device} d
 JOIN {policy} pol ON pol.resource_class = d.resource_class
 JOIN {requirement} r ON r.policy_id = pol.id AND r.retired_at IS NULL
@@ -268,6 +271,7 @@ ORDER BY d.id, r.name
 """,
         policy=AcceptancePolicy._meta.db_table,
         target=requirement_target_sql("r", "d"),
+        multi_node=f"'{RequirementScope.MULTI_NODE.value}'",
     ),
     WaitingOnRow,
     example=lambda: {"devices": [uuid4()]},
@@ -284,9 +288,12 @@ def site_certification(site: Site) -> list[ClassCertification]:
         slow = SLOWEST_WAITING.rows(cursor, params)
         rows = WAITING_ON.rows(cursor, {"devices": [device.id for device in slow]})
     waiting_on: dict[UUID, list[tuple[str, str]]] = {}
+    racks: dict[UUID, dict[str, UUID]] = {}
     for row in rows:
         if row.verdict != Verdict.PASSED:
             waiting_on.setdefault(row.device_id, []).append((row.requirement_name, row.verdict or Verdict.NOT_RUN))
+            if row.topology_id is not None:
+                racks.setdefault(row.device_id, {})[row.requirement_name] = row.topology_id
     slowest: dict[str, list[Waiting]] = {}
     for device in slow:
         slowest.setdefault(device.resource_class, []).append(
@@ -295,6 +302,7 @@ def site_certification(site: Site) -> list[ClassCertification]:
                 device.enrolled_at,
                 (now - device.enrolled_at).total_seconds(),
                 waiting_on.get(device.id, []),
+                racks.get(device.id, {}),
             )
         )
     return [

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Q
+from django.db.models import F, Q
 
 from fleet.burnin.certificates.reads import DeviceCertificates, device_certificates_summary
 from fleet.burnin.diagnosis.attempts import device_page_attempts
@@ -16,12 +16,16 @@ from fleet.burnin.diagnosis.isolation import site_diagnoses
 from fleet.burnin.diagnosis.outliers import Group, device_outliers, site_outlier_groups
 from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
 from fleet.burnin.reads.acceptance import Acceptance, acceptance
+from fleet.burnin.reads.cohorts import cohort_blockers
+from fleet.burnin.reads.outcomes import job_outcomes
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site, Topology
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.models import Job, JobDevice
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import AttemptSummary
+from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
+from fleet_rules.jobs import JobOutcome
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 HISTORY_LIMIT = 200
@@ -32,9 +36,10 @@ class RequirementVerdict:
     name: str
     gate: str
     target: str  # the device's hostname, or its rack's label for a multi-node requirement
-    verdict: str
+    verdict: str  # "" when the device is no target of it (not enrolled, or in no topology of its unit)
     execution_id: UUID | None
     policy_version: int | None
+    blocked: str = ""  # a rack that has not run: who blocks it ("blocked: a03-n04 failed nccl-in-node")
 
 
 @dataclass(frozen=True)
@@ -56,6 +61,7 @@ class DeviceJob:
     status: str
     created_at: datetime
     requirements: list[str]
+    outcome: JobOutcome  # what its tests found ("finished — 2 of 2 tests failed")
 
 
 @dataclass(frozen=True)
@@ -67,11 +73,14 @@ class DeviceDetail:
     requirements: list[RequirementVerdict]
     attempts: list[Attempt]
     jobs: list[DeviceJob]
+    enrolled: bool  # a burn-in target at all (a staged spare is not)
+    eligible: bool  # burn-in may run on it (enrolled, in a burn-in state)
 
 
 def device_detail(site: Site, hostname: str) -> DeviceDetail:
     """Everything about one device: identity, each requirement's verdict and deciding execution,
-    every attempt (the newest 200), and the jobs that held it (the newest 50); eight queries."""
+        every attempt (the newest 200), and the jobs that held it (the newest 50) and what they
+    came to, and who blocks its racks that have not run (`cohort_blockers`); eleven queries."""
     device = Device.objects.select_related("site", "satellite").filter(site=site, hostname=hostname).first()
     if device is None:
         raise NotFoundError(f"No device {hostname!r} at site {site.slug}.")
@@ -86,24 +95,44 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
         (p.requirement_id, p.target_id): p
         for p in PolicyProgress.objects.filter(requirement__in=requirements, target_id__in=targets)
     }
+    enrolled = is_enrolled(enrolled_at=device.enrolled_at, state=device.state)
+    targets_of = {
+        r.id: (by_unit.get(r.unit) if r.scope == RequirementScope.MULTI_NODE and r.unit else None) for r in requirements
+    }
+    waiting = [
+        (t.id, device.resource_class)
+        for r in requirements
+        if (t := targets_of[r.id]) is not None and enrolled and _verdict(rows.get((r.id, t.id))) == Verdict.NOT_RUN
+    ]
+    blocked = cohort_blockers(waiting)
     verdicts = []
     for r in requirements:
-        target = by_unit.get(r.unit) if r.scope == RequirementScope.MULTI_NODE and r.unit else None
+        target = targets_of[r.id]
+        multi = r.scope == RequirementScope.MULTI_NODE
         row = rows.get((r.id, target.id if target else device.id))
+        is_target = enrolled and (target is not None or not multi)
+        why = blocked.get((target.id, device.resource_class)) if target is not None and is_target else None
         verdicts.append(
             RequirementVerdict(
                 r.name,
                 r.gate,
                 target.label if target else device.hostname,
-                row.verdict if row else Verdict.NOT_RUN,
-                row.execution_id if row else None,
-                row.policy_version if row else None,
+                _verdict(row) if is_target else "",
+                row.execution_id if row and is_target else None,
+                row.policy_version if row and is_target else None,
+                why.text if why else "",
             )
         )
+    # A rack's runs are this device's attempts only if it took part: its job held the device (or,
+    # for a run reported without a job, the device was enrolled by then).
+    took_part = Q(job_id__in=JobDevice.objects.filter(device=device).values("job_id"))
+    if device.enrolled_at is not None:
+        took_part |= Q(job__isnull=True, created_at__gte=device.enrolled_at)
     executions = (
-        TestExecution.objects.filter(Q(device=device) | Q(topology__in=topologies))
+        TestExecution.objects.filter(Q(device=device) | (Q(topology__in=topologies) & took_part))
         .select_related("requirement", "evaluation", "topology")
-        .order_by("-created_at", "-id")[:HISTORY_LIMIT]
+        # Newest first by when it started (what the page shows), then by when it was reported.
+        .order_by(F("started_at").desc(nulls_last=True), "-created_at", "-id")[:HISTORY_LIMIT]
     )
     attempts = [
         Attempt(
@@ -118,14 +147,29 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
         )
         for e in executions
     ]
-    jobs = [
-        DeviceJob(j.id, j.workflow_name, j.status, j.created_at, j.requirement_names)
-        for j in Job.objects.filter(id__in=JobDevice.objects.filter(device=device).values("job_id")).order_by(
-            "-created_at"
-        )[:50]
-    ]
+    held = list(
+        Job.objects.filter(id__in=JobDevice.objects.filter(device=device).values("job_id"))
+        .prefetch_related("job_devices")
+        .order_by("-created_at")[:50]
+    )
+    outcomes = job_outcomes(held)
+    jobs = [DeviceJob(j.id, j.workflow_name, j.status, j.created_at, j.requirement_names, outcomes[j.id]) for j in held]
     accepted = acceptance([site.id], device.id).get((site.id, device.resource_class), Acceptance()).accepted == 1
-    return DeviceDetail(device, topologies, policy.version if policy else None, accepted, verdicts, attempts, jobs)
+    return DeviceDetail(
+        device,
+        topologies,
+        policy.version if policy else None,
+        accepted,
+        verdicts,
+        attempts,
+        jobs,
+        enrolled,
+        is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state),
+    )
+
+
+def _verdict(row: PolicyProgress | None) -> str:
+    return row.verdict if row is not None else Verdict.NOT_RUN
 
 
 def attempt_verdict(execution: TestExecution) -> str | None:

@@ -13,6 +13,7 @@ from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Site
 from fleet.policies.models import ThresholdRule
 from fleet_rules.evidence import RuleOutcome, rule_outcomes
+from fleet_rules.readable import metric_unit, outcome_text
 from fleet_rules.resolution import Resolution, Rule, resolve
 
 
@@ -21,6 +22,11 @@ class EvidenceRule:
     outcome: RuleOutcome | None  # None: the rule was not in the evaluation (e.g. evaluated under older thresholds)
     rule: Rule  # the resolved rule it is judged against now
     site_override: bool
+    unit: str = ""  # the metric's unit (`fleet_rules.readable.metric_unit`)
+
+    @property
+    def name(self) -> str:
+        return f"{self.rule.metric}.{self.rule.statistic}" if self.rule.statistic else self.rule.metric
 
 
 @dataclass(frozen=True)
@@ -31,6 +37,34 @@ class ExecutionEvidence:
     extra_outcomes: list[RuleOutcome]  # in the evaluation, but no longer in the resolution
     policy_version: int
     evaluation_is_current: bool
+
+    @property
+    def target(self) -> str:
+        """The hostname, or the topology's label: the point's name on the metric picture."""
+        e = self.execution
+        return e.device.hostname if e.device else (e.topology.label if e.topology else "")
+
+    def unit_of(self, metric: str) -> str:
+        declared = self.execution.requirement.metric_units.get(metric, "")
+        return metric_unit(self.execution.metrics, metric, declared)
+
+    @property
+    def reasons(self) -> list[str]:
+        """Why it failed, rule by rule in the same words as everywhere
+        (`busbw_gbps 288.44 GB/s is below ≥ 431 GB/s`); the stored reason when no rule explains it
+        (an errored run, no thresholds)."""
+        failing = [
+            outcome_text(r.outcome, r.unit, with_margin=False)
+            for r in self.rules
+            if r.outcome is not None and not r.outcome.passed
+        ]
+        failing += [
+            outcome_text(o, self.unit_of(o.metric), with_margin=False) for o in self.extra_outcomes if not o.passed
+        ]
+        evaluation = getattr(self.execution, "evaluation", None)
+        if failing:
+            return failing
+        return [evaluation.reason] if evaluation is not None and evaluation.reason else []
 
 
 def execution_evidence(execution_id: UUID) -> ExecutionEvidence:
@@ -59,7 +93,12 @@ def execution_evidence(execution_id: UUID) -> ExecutionEvidence:
     }
     resolved = [Rule(r["metric"], r["statistic"], r["comparator"], r["threshold"]) for r in resolution.rules]
     evidence_rules = [
-        EvidenceRule(outcomes.pop((r.metric, r.statistic), None), r, (r.metric, r.statistic) in overridden)
+        EvidenceRule(
+            outcomes.pop((r.metric, r.statistic), None),
+            r,
+            (r.metric, r.statistic) in overridden,
+            metric_unit(execution.metrics, r.metric, execution.requirement.metric_units.get(r.metric, "")),
+        )
         for r in resolved
     ]
     current = evaluation is not None and (

@@ -19,6 +19,7 @@ from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet_rules.evidence import RuleOutcome, rule_outcomes
+from fleet_rules.readable import metric_unit
 from fleet_rules.vocabulary import Verdict
 
 NOT_PASSING = (Verdict.FAILED, Verdict.ERRORED)
@@ -57,6 +58,7 @@ class FailureRow:
     rules: list[RuleOutcome]  # the failing ones
     error: str
     attempts: int  # executions of the target under the current policy version
+    units: dict[str, str]  # metric → its unit (`fleet_rules.readable.metric_unit`)
 
 
 def site_failures(
@@ -83,11 +85,13 @@ def site_failures(
     for p in chosen:
         execution = p.execution
         evaluation = getattr(execution, "evaluation", None) if execution is not None else None
-        outcomes, error = [], ""
+        outcomes, error, units = [], "", {}
         if execution is not None and evaluation is not None:
             outcomes = [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
             # Why it could not judge (errored), or a failure no rule explains (e.g. no thresholds).
             error = execution.error or ("" if outcomes else evaluation.reason or "")
+            declared = p.requirement.metric_units
+            units = {o.metric: metric_unit(execution.metrics, o.metric, declared.get(o.metric, "")) for o in outcomes}
         failures.append(
             FailureRow(
                 row_id=p.id,
@@ -102,6 +106,7 @@ def site_failures(
                 rules=outcomes,
                 error=error,
                 attempts=attempts.get((p.requirement_id, p.target_id), 0),
+                units=units,
             )
         )
     return failures, more

@@ -12,9 +12,11 @@ from django.db.models import Q
 
 from fleet.burnin.diagnosis.outliers import site_outlier_groups
 from fleet.burnin.models import PolicyProgress
+from fleet.burnin.reads.cohorts import cohort_blockers
 from fleet.burnin.reads.filters import RackChoice, SiteFilterValues
 from fleet.inventory.models import Device, Site, TopologyMembership
 from fleet.policies.models import Requirement
+from fleet_rules.eligibility import is_enrolled
 from fleet_rules.vocabulary import RequirementScope, Verdict
 
 
@@ -32,6 +34,7 @@ class GridCell:
     verdict: str  # a Verdict, or "" when the device has no target for the requirement (no topology)
     execution_id: UUID | None = None
     topology_label: str | None = None  # for multi-node requirements: the cohort the cell is the verdict of
+    blocked: str = ""  # a rack that has not run: who blocks it (`cohort_blockers`)
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class GridRow:
     satellite: str
     topologies: dict[str, tuple[UUID, str]]  # unit → (id, label)
     cells: list[GridCell]
+    enrolled: bool = True  # False: a spare, no burn-in target (its cells show no verdict)
+    state: str = ""
 
 
 @dataclass(frozen=True)
@@ -63,7 +68,9 @@ class GridPage:
 def site_grid(
     site: Site, filters: GridFilters, *, racks: Sequence[RackChoice] = (), after: str | None, limit: int
 ) -> GridPage:
-    """One page of the device × requirement grid, keyset-paginated by hostname (five queries)."""
+    """One page of the device × requirement grid, keyset-paginated by hostname (six queries). A
+    device that is not enrolled (a staged spare) is no target: its cells show no verdict, not even
+    its rack's."""
     columns = [
         GridColumn(r.id, r.name, r.gate, r.unit if r.scope == RequirementScope.MULTI_NODE else None)
         for r in Requirement.objects.filter(
@@ -98,33 +105,50 @@ def site_grid(
             requirement_id__in=[c.requirement_id for c in columns], target_id__in=targets
         ).values_list("requirement_id", "target_id", "verdict", "execution_id")
     }
+    enrolled = {d.id for d in devices if is_enrolled(enrolled_at=d.enrolled_at, state=d.state)}
+    waiting = set()  # the racks on this page that have not run
+    for device_id, units in memberships.items():
+        for c in columns:
+            if device_id in enrolled and c.unit in units:
+                topology_id = units[c.unit][0]
+                if rows_by_key.get((c.requirement_id, topology_id), (Verdict.NOT_RUN,))[0] == Verdict.NOT_RUN:
+                    waiting.add((topology_id, filters.resource_class))
+    blocked = cohort_blockers(waiting)
     grid_rows = []
     for device in devices:
         units = memberships.get(device.id, {})
         cells = []
         for column in columns:
-            if column.unit is None:
+            if device.id not in enrolled:
+                cells.append(GridCell(column.name, ""))
+            elif column.unit is None:
                 verdict, execution = rows_by_key.get((column.requirement_id, device.id), (Verdict.NOT_RUN, None))
                 cells.append(GridCell(column.name, verdict, execution))
             elif column.unit in units:
                 topology_id, label = units[column.unit]
                 verdict, execution = rows_by_key.get((column.requirement_id, topology_id), (Verdict.NOT_RUN, None))
-                cells.append(GridCell(column.name, verdict, execution, label))
+                why = blocked.get((topology_id, filters.resource_class)) if verdict == Verdict.NOT_RUN else None
+                cells.append(GridCell(column.name, verdict, execution, label, why.text if why else ""))
             else:
                 cells.append(GridCell(column.name, ""))
-        grid_rows.append(GridRow(device.id, device.hostname, device.satellite.name, units, cells))
+        grid_rows.append(
+            GridRow(
+                device.id, device.hostname, device.satellite.name, units, cells, device.id in enrolled, device.state
+            )
+        )
     return GridPage(columns, grid_rows, devices[-1].hostname if has_more and devices else None, racks)
 
 
-def outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, float]]:
-    """hostname → requirement → the farthest robust z where the device is an outlier (3 queries)."""
-    marks: dict[str, dict[str, float]] = {}
+def outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, tuple[float, float]]]:
+    """hostname → requirement → (the farthest robust z where the device is an outlier, the k it is
+    beyond) (3 queries)."""
+    marks: dict[str, dict[str, tuple[float, float]]] = {}
     for group in site_outlier_groups(site=site, resource_class=resource_class or None):
         for o in group.verdict.outliers:
             by_requirement = marks.setdefault(o.hostname, {})
             current = by_requirement.get(group.key.requirement)
-            if current is None or abs(o.robust_z) > abs(current):
-                by_requirement[group.key.requirement] = o.robust_z
+            if current is None or abs(o.robust_z) > abs(current[0]):
+                by_requirement[group.key.requirement] = (o.robust_z, group.key.k)
     return marks
 
 
@@ -134,7 +158,7 @@ class GridPageRead:
     classes: Sequence[str]  # every resource class with devices at the site
     filters: GridFilters  # as applied: the resource class defaults to the class in trouble
     grid: GridPage
-    outlier_marks: dict[str, dict[str, float]]
+    outlier_marks: dict[str, dict[str, tuple[float, float]]]  # (robust z, k)
 
 
 def grid_page(

@@ -1,4 +1,5 @@
-"""One job (`/jobs/<uuid>/`): the job and the executions it reported."""
+"""One job (`/jobs/<uuid>/`): the job, the executions it reported and what it came to
+(`fleet.burnin.reads.outcomes`)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,11 @@ from uuid import UUID
 
 from fleet.burnin.models import TestExecution
 from fleet.burnin.reads.device import HISTORY_LIMIT, Attempt, attempt_verdict
+from fleet.burnin.reads.outcomes import job_outcomes
 from fleet.inventory.models import Site
 from fleet.jobs.models import Job
 from fleet.jobs.selectors import job_get
+from fleet_rules.jobs import JobOutcome
 
 
 def executions_of_job(job_id: UUID) -> list[Attempt]:
@@ -36,9 +39,10 @@ class JobDetailRead:
     job: Job
     executions: list[Attempt]
     site: Site
+    outcome: JobOutcome
 
 
 def job_detail_page(job_id: UUID) -> JobDetailRead:
-    """The job (`NotFoundError` when unknown) and its executions."""
+    """The job (`NotFoundError` when unknown), its executions and its outcome (four queries)."""
     job = job_get(job_id)
-    return JobDetailRead(job, executions_of_job(job.id), job.site)
+    return JobDetailRead(job, executions_of_job(job.id), job.site, job_outcomes([job])[job.id])

@@ -21,6 +21,7 @@ from fleet.inventory.models import Device, Site, Topology
 from fleet.inventory.selectors import site_by_slug
 from fleet.policies.models import Requirement, ThresholdRule
 from fleet_rules.evidence import rule_outcomes
+from fleet_rules.readable import metric_unit, unit_of_name
 from fleet_rules.resolution import Rule, resolve
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope
 
@@ -133,11 +134,12 @@ def metric_pictures(site: Site, requirement_name: str) -> list[MetricPicture]:
                 )
                 reading = metrics.get(metric) or {}
                 value = reading.get("value") if statistic is None else (reading.get("statistics") or {}).get(statistic)
-                unit = unit or str(reading.get("unit") or "")
+                unit = unit or metric_unit(metrics, metric, r.metric_units.get(metric, ""))
                 if isinstance(value, int | float) and not isinstance(value, bool):
                     points.append(
                         MetricPoint(row.label, row.execution_id, float(value), outcome.passed if outcome else None)
                     )
+            unit = unit or unit_of_name(metric)
             pictures.append(
                 MetricPicture(
                     r.policy.resource_class,
@@ -155,8 +157,9 @@ def _json(value: Any) -> Any:
     return json.loads(value) if isinstance(value, str) else value
 
 
-#: (resource class, metric, statistic) → hostname → robust z, for the outliers among siblings.
-OutlierMarks = dict[tuple[str, str, str | None], dict[str, float]]
+#: (resource class, metric, statistic) → hostname → (robust z, the k it is beyond), for the
+#: outliers among siblings.
+OutlierMarks = dict[tuple[str, str, str | None], dict[str, tuple[float, float]]]
 
 
 @dataclass(frozen=True)
@@ -175,5 +178,5 @@ def metrics_page(slug: str, requirement: str) -> MetricsPageRead:
     marked: OutlierMarks = {}
     for group in site_outlier_groups(site=site, requirement=requirement):
         key = (group.key.resource_class, group.key.metric, group.key.statistic)
-        marked[key] = {o.hostname: o.robust_z for o in group.verdict.outliers}
+        marked[key] = {o.hostname: (o.robust_z, group.key.k) for o in group.verdict.outliers}
     return MetricsPageRead(site, requirement, pictures, marked)

@@ -4,7 +4,7 @@ verdict, grouped by gate; flaky rates; and, for those who may see them, certific
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from uuid import UUID
 
 from django.db.models import Count
@@ -13,6 +13,7 @@ from fleet.burnin.certificates.reads import ClassCertification, site_certificati
 from fleet.burnin.diagnosis.attempts import FlakyRate, flaky_rates
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reads.acceptance import Acceptance, acceptance
+from fleet.burnin.reads.cohorts import cohort_blockers
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.policies.models import AcceptancePolicy, Requirement
@@ -106,10 +107,24 @@ class SitePageRead:
     classes: list[ClassProgress]
     flaky: dict[str, dict[str, FlakyRate]]  # resource class → requirement → its flaky rate
     certification: list[ClassCertification] | None  # None: not asked for (the viewer may not see it)
+    #: resource class → rack → who blocks it, for the racks the slowest devices wait on
+    blocked: dict[str, dict[UUID, str]] = field(default_factory=dict)
 
 
 def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
-    """The site, its progress (four queries), flaky rates (one) and certification (three, when asked)."""
+    """The site, its progress (four queries), flaky rates (one) and certification (four, when
+    asked: the slowest devices, what they wait on and who blocks the racks among it)."""
     site = site_by_slug(slug)
     certification = site_certification(site) if with_certification else None
-    return SitePageRead(site, site_progress(site), flaky_rates(site), certification)
+    blocked: dict[str, dict[UUID, str]] = {}
+    if certification is not None:
+        racks = {
+            (topology_id, c.resource_class)
+            for c in certification
+            for w in c.slowest
+            for name, verdict in w.waiting_on
+            if verdict == Verdict.NOT_RUN and (topology_id := w.racks.get(name)) is not None
+        }
+        for (topology_id, rc), why in cohort_blockers(racks).items():
+            blocked.setdefault(rc, {})[topology_id] = why.text
+    return SitePageRead(site, site_progress(site), flaky_rates(site), certification, blocked)

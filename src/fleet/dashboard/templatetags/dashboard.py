@@ -1,14 +1,25 @@
-"""Template helpers: verdict signs, percentages, ages. Formatting only; no rule lives here."""
+"""Template helpers: verdict signs, percentages, ages, and values as people read them (rules with
+units, margins with one minus sign, parameters: `fleet_rules.readable`). Formatting only; no rule
+lives here."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
 from django import template
 from django.utils import timezone
 
-from fleet_rules.explanations import DISPLAY_ORDER, EXCLUSION_EXPLANATIONS, SKIP_EXPLANATIONS, VERDICT_SIGNS
+from fleet_rules import readable
+from fleet_rules.evidence import RuleOutcome
+from fleet_rules.explanations import (
+    DISPLAY_ORDER,
+    EXCLUSION_EXPLANATIONS,
+    SKIP_EXPLANATIONS,
+    VERDICT_SIGNS,
+    WORKFLOW_WORDS,
+)
 from fleet_rules.vocabulary import ExclusionReason, SkipReason, Verdict
 
 register = template.Library()
@@ -28,7 +39,7 @@ def verdict_word(verdict: str) -> str:
 @register.filter
 def percent(part: float, whole: float | None = None) -> str:
     share = part / whole if whole else (part if whole is None else 0.0)
-    return f"{share * 100:.1f} %"
+    return readable.percent(share)
 
 
 @register.filter
@@ -96,3 +107,69 @@ def duration(seconds: float | None) -> str:
     if seconds < 172800:
         return f"{seconds / 3600:.1f} h"
     return f"{seconds / 86400:.1f} days"
+
+
+@register.filter
+def margin(share: float | None) -> str:
+    """`−18.6 %` / `+5.0 %`: how far a value cleared or missed its threshold."""
+    return readable.margin(share)
+
+
+@register.filter
+def number(value: Any) -> str:
+    """A number with the one minus sign (U+2212)."""
+    return readable.number(value)
+
+
+@register.filter
+def quantity(value: Any, unit: str = "") -> str:
+    """`288.44 GB/s`."""
+    return readable.quantity(value, unit or "")
+
+
+@register.filter
+def parameters(values: Any) -> list[tuple[str, str]]:
+    """Parameters as (name, value with its unit) pairs for a definition list."""
+    return readable.parameter_items(values if isinstance(values, dict) else None)
+
+
+@register.simple_tag
+def unit_of(metrics: Any, metric: str, declared: str = "") -> str:
+    """A metric's unit: declared by the requirement, else reported, else named by its suffix."""
+    return readable.metric_unit(metrics if isinstance(metrics, dict) else None, metric, declared)
+
+
+@register.simple_tag
+def rule(name: str, comparator: str | None, threshold: Any, unit: str = "") -> str:
+    """`busbw_gbps ≥ 431 GB/s`."""
+    return readable.rule_text(name, comparator, threshold, unit)
+
+
+@register.simple_tag
+def outcome(result: RuleOutcome, unit: str = "", with_margin: bool = True) -> str:
+    """`busbw_gbps 288.44 GB/s is below ≥ 431 GB/s (−33.1 %)`."""
+    return readable.outcome_text(result, unit, with_margin=with_margin)
+
+
+@register.simple_tag
+def robust_z(z: float, k: float) -> str:
+    """`robust z −4.2 (beyond k = 3.5)`: the z with the k it is judged against."""
+    return readable.z_text(z, k)
+
+
+@register.filter
+def as_json(value: Any) -> str:
+    """Raw data as JSON (what the agent sent), not as a Python dict."""
+    return json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False, default=str)
+
+
+@register.filter
+def rounded(value: float | None, digits: int = 1) -> str:
+    """A number rounded for reading, with the one minus sign: `−4.2`."""
+    return "—" if value is None else readable.number(round(float(value), int(digits)))
+
+
+@register.filter
+def workflow_words(workflow_name: str) -> str:
+    """`Single-node burn-in` for `SingleNodeBurnInWorkflow`: headings in the domain's words."""
+    return WORKFLOW_WORDS.get(workflow_name, workflow_name)

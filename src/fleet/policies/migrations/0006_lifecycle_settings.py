@@ -6,7 +6,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("policies", "0004_requirement_evidence_valid_for"),
+        ("policies", "0005_requirement_metric_units"),
     ]
 
     operations = [
