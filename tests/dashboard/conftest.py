@@ -180,4 +180,5 @@ def form_fields(page: str, action: str) -> dict[str, list[str]]:
 def preview_and_dispatch(browser, selection: dict):
     """What an operator does: preview the selection, tick the confirmation, dispatch (the 303)."""
     _, page = preview(browser, selection)
+    assert f'action="{DISPATCH}"' in page, re.sub(r"<[^>]+>", " ", page)[-1500:]
     return post(browser, DISPATCH, form_fields(page, DISPATCH))

@@ -45,7 +45,7 @@ def test_the_root_is_the_fleet_overview_not_swagger(person, burnt_in):
     assert "Fleet overview" in page and "London 1" in page
     # 8 devices, 2 failing hbm-bandwidth, rack a01's collective errored: only rack a00's other
     # three devices passed everything.
-    assert "3 of 8</strong> enrolled devices accepted (37.5 %)" in page
+    assert "3 of 8</strong> enrolled devices certified (37.5 %)" in page
     assert "2 failed" in page and "1 errored" in page
     assert 'role: <strong id="role">viewer</strong>' in page
 
@@ -108,12 +108,13 @@ def test_the_failures_csv_holds_the_same_rows(person, burnt_in):
 
 def test_a_device_page_shows_identity_verdicts_attempts_and_the_rerun_control_only_to_operators(person, burnt_in):
     viewer_page = text(person(VIEWER).get("/sites/lon-1/devices/a00-n00/"))
-    assert "not accepted yet" in viewer_page
+    assert "◷ burn-in" in viewer_page and "not certified yet" in viewer_page
     assert 'data-requirement="hbm-bandwidth"' in viewer_page and "evidence" in viewer_page
     assert "rerun-device" not in viewer_page
     assert "rerun-device" in text(person(OPERATOR, username="op").get("/sites/lon-1/devices/a00-n00/"))
     accepted = text(person(VIEWER, username="v2").get("/sites/lon-1/devices/a00-n01/"))
-    assert "✓ accepted" in accepted
+    assert "✓ accepted" in accepted and "· certified" in accepted  # its certificate moved it (auto_accept)
+    assert "certificate_issued" in accepted  # the lifecycle history says why
 
 
 def test_the_execution_page_is_the_evidence_rule_by_rule(person, burnt_in):

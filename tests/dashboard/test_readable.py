@@ -15,7 +15,8 @@ from django.utils import timezone
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.jobs.models import Job
 from fleet.jobs.services import job_finish, jobs_claim
-from fleet_rules.vocabulary import JobStatus
+from fleet.lifecycle.services import device_transition
+from fleet_rules.vocabulary import DeviceState, JobStatus, Mover
 from tests.dashboard.conftest import (
     OPERATOR,
     RC,
@@ -111,6 +112,11 @@ def test_a_job_shows_its_outcome_in_words_and_the_list_has_a_verdict_column(pers
 
 def test_a_job_whose_tests_all_passed_says_so_and_a_cancelled_one_says_cancelled(person, burnt_in):
     operator = person(OPERATOR)
+    # a00-n01 and a00-n02 passed everything and were accepted: an operator sends them back to burn-in
+    for hostname in ("a00-n01", "a00-n02"):
+        device_transition(
+            device_id=_device(burnt_in, hostname).id, to=DeviceState.BURN_IN, mover=Mover.OPERATOR, actor="user:op"
+        )
     passed = _job_for(operator, burnt_in, "a00-n01")
     device = _device(burnt_in, "a00-n01")
     _report_for_job(burnt_in, passed, "gpu-diag", device, {"diag_failed_tests": {"value": 0}})

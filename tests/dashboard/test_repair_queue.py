@@ -145,3 +145,16 @@ def test_an_operator_closes_a_breaker_from_the_queue(fleet, diag, person):
     response = operator.post(f"/sites/lon-1/breakers/{RC}/reset/", body)
     assert response.status_code == 303 and response["Location"] == "/sites/lon-1/repairs/"
     assert Breaker.objects.filter(closed_at__isnull=False).count() == 1
+
+
+def test_the_device_page_says_the_state_why_it_needs_repair_and_its_history(fleet, diag, person):
+    send_to_repair(fleet, diag, "lon-1", 1)
+    operator = person(OPERATOR_PERMS + ["burnin.view_policyprogress", "burnin.view_testexecution"])
+    page = operator.get("/sites/lon-1/devices/lon-1-n00/").content.decode()
+    assert '<span class="state state-needs_repair" id="device-state">✗ needs repair</span>' in page
+    assert "Needs repair</strong> since" in page and "gpu-diag failed 1 times" in page
+    assert 'href="/sites/lon-1/devices/lon-1-n00/repair/" id="record-repair-link"' in page
+    assert 'class="change cause-failed_too_often"' in page
+    overview = operator.get("/").content.decode()
+    assert 'href="/sites/lon-1/repairs/" class="needs-repair">1</a>' in overview
+    assert "enrolled devices certified" in overview

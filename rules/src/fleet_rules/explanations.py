@@ -7,7 +7,7 @@ Every verdict has a symbol beside its colour, so a grid reads without colour (WC
 
 from __future__ import annotations
 
-from fleet_rules.vocabulary import ExclusionReason, SkipReason, Verdict, WorkflowName
+from fleet_rules.vocabulary import DeviceState, ExclusionReason, SkipReason, Verdict, WorkflowName
 
 #: The order verdicts are shown in: done (good, bad, could not judge), then still to come.
 DISPLAY_ORDER: tuple[Verdict, ...] = (
@@ -18,6 +18,17 @@ DISPLAY_ORDER: tuple[Verdict, ...] = (
     Verdict.IN_PROGRESS,
     Verdict.NOT_RUN,
 )
+
+#: (symbol, word) per lifecycle state: the dashboard's one word for a device (`fleet_rules.lifecycle`).
+STATE_SIGNS: dict[DeviceState, tuple[str, str]] = {
+    DeviceState.STAGED: ("·", "staged"),
+    DeviceState.BURN_IN: ("◷", "burn-in"),
+    DeviceState.ACCEPTED: ("✓", "accepted"),
+    DeviceState.IN_SERVICE: ("✓", "in service"),
+    DeviceState.NEEDS_REPAIR: ("✗", "needs repair"),
+    DeviceState.MAINTENANCE: ("⚙", "maintenance"),
+    DeviceState.DECOMMISSIONED: ("–", "decommissioned"),
+}
 
 #: (symbol, word) per verdict.
 VERDICT_SIGNS: dict[Verdict, tuple[str, str]] = {

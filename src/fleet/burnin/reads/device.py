@@ -22,6 +22,7 @@ from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site, Topology
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.models import Job, JobDevice
+from fleet.lifecycle.reads import DeviceLifecycle, device_lifecycle
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import AttemptSummary
 from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
@@ -190,11 +191,12 @@ class DevicePageRead:
     attempts: dict[str, AttemptSummary]  # requirement name → its target's attempts
     diagnoses: list[DeviceDiagnosis]
     outliers: list[tuple[Group, float]]  # the groups the device is an outlier in, with its robust z
+    lifecycle: DeviceLifecycle  # its newest state changes and repairs
 
 
 def device_page(slug: str, hostname: str, *, with_certificates: bool) -> DevicePageRead:
     """The device page: the site, the device's detail (eight queries), its certificates (one, when
-    asked), attempts (two), diagnoses (one) and outliers (three)."""
+    asked), attempts (two), diagnoses (one), outliers (three) and lifecycle (two)."""
     site = site_by_slug(slug)
     detail = device_detail(site, hostname)
     device = detail.device
@@ -205,4 +207,5 @@ def device_page(slug: str, hostname: str, *, with_certificates: bool) -> DeviceP
         attempts=device_page_attempts(device, detail.topologies),
         diagnoses=site_diagnoses(site=site, device_id=device.id),
         outliers=device_outliers(site_outlier_groups(site=site, resource_class=device.resource_class), device.id),
+        lifecycle=device_lifecycle(device.id),
     )

@@ -17,10 +17,11 @@ from fleet_rules.explanations import (
     DISPLAY_ORDER,
     EXCLUSION_EXPLANATIONS,
     SKIP_EXPLANATIONS,
+    STATE_SIGNS,
     VERDICT_SIGNS,
     WORKFLOW_WORDS,
 )
-from fleet_rules.vocabulary import ExclusionReason, SkipReason, Verdict
+from fleet_rules.vocabulary import DeviceState, ExclusionReason, SkipReason, Verdict
 
 register = template.Library()
 
@@ -34,6 +35,15 @@ def sign(verdict: str) -> str:
 @register.filter
 def verdict_word(verdict: str) -> str:
     return VERDICT_SIGNS[Verdict(verdict)][1] if verdict in Verdict.values else "no target"
+
+
+@register.filter
+def state_sign(state: str) -> str:
+    """A lifecycle state as the page shows it: its symbol and word (`✗ needs repair`)."""
+    if state not in DeviceState.values:
+        return state
+    symbol, word = STATE_SIGNS[DeviceState(state)]
+    return f"{symbol} {word}"
 
 
 @register.filter
