@@ -12,12 +12,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from tests.helpers import REPO, fleet_env, free_port, test_database_url
+from tests import helpers
+from tests.helpers import REPO, fleet_env, free_port
 
 
 def _url_for(database: str) -> str:
     """The test server's URL with another database name."""
-    parts = urlsplit(test_database_url())
+    parts = urlsplit(helpers.test_database_url())  # imported by name, pytest would collect it as a test
     return urlunsplit(parts._replace(path=f"/{database}"))
 
 
