@@ -36,6 +36,12 @@ def _drop(database: str) -> None:
         conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
 
 
+#: Where a test that must not reach any database points the demo: a port nothing listens on. Without a
+#: database fixture, `test_database_url()` names the developer's database, which a demo that failed to
+#: refuse its arguments would migrate and fill.
+NOWHERE = "postgres://postgres@127.0.0.1:9/fleet_nowhere"
+
+
 def _demo(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "fleet", "demo", *args],
@@ -49,7 +55,7 @@ def _demo(*args: str, timeout: float = 120, **env: str) -> subprocess.CompletedP
 
 @pytest.mark.process
 def test_the_help_documents_every_knob_a_person_turns():
-    result = _demo("--help")
+    result = _demo("--help", DATABASE_URL=NOWHERE)
 
     assert result.returncode == 0, result.stderr
     usage = " ".join(result.stdout.split())  # argparse wraps; compare with the words joined
@@ -62,7 +68,7 @@ def test_the_help_documents_every_knob_a_person_turns():
 
 @pytest.mark.process
 def test_a_share_outside_0_to_1_is_refused_in_one_line():
-    result = _demo("--faulty-share", "1.5")
+    result = _demo("--faulty-share", "1.5", DATABASE_URL=NOWHERE)
 
     assert result.returncode != 0
     assert "--faulty-share: 1.5 is not a share between 0 and 1" in result.stderr
