@@ -68,6 +68,10 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     )
     other = [line for line in result.stderr.splitlines() if line.strip() and not log_line.match(line)]
     assert not other, other[:5]
+    granian = [line for line in result.stdout.splitlines() if re.match(r"^\[(INFO|WARNING|ERROR)\] ", line)]
+    assert not granian, granian[:3]  # the HTTP server's own lines in its own format
+    served = [line for line in result.stdout.splitlines() if line.startswith("Serving fleet-burnin")]
+    assert not served, served  # that line is a log line now (stderr)
     assert re.search(r"^\S+ \S+ INFO fleet\.demo: dispatched \d+ job", result.stdout, re.M), result.stdout[-3000:]
     # The failing targets are named with their reasons, and after one attempt each needs repair.
     assert re.search(r"✗ lon-1/\S+ \S+ \(attempt 1\): \S+", result.stdout), result.stdout[-3000:]

@@ -200,6 +200,7 @@ class Command(BaseCommand):
         log.handlers[:] = [own]
         log.setLevel(logging.INFO)
         log.propagate = False
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # its line per request of the start-up probe
         return log_format
 
     def database_ensure(self, console: Console) -> None:
@@ -293,7 +294,7 @@ class Command(BaseCommand):
             Text(f"password kept in {password_file} (mode 0600)"),
             Text(f"API docs {base}/api/docs/  ·  admin {base}/admin/"),
             Text(
-                f"The operator loop reruns what has not passed, at most {max_attempts} times per failing target; "
+                f"The operator loop reruns what has not passed, at most {max_attempts} time(s) per failing target; "
                 "the table below is printed when it changes. Ctrl-C stops everything; `make reset` starts over.",
             ),
         ]
