@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 HOST ?= 127.0.0.1
 PORT ?= 8000
 
-.PHONY: install run test test-fast test-slow lint bench clean
+.PHONY: install run reset test test-fast test-slow lint bench clean
 
 # pytest-xdist workers (docs/reliability.md, "The suite"): most of the suite's time is spent waiting
 # on processes it started (servers, agents, Slurm, a browser), so more workers than cores pay.
@@ -32,6 +32,11 @@ install: $(STAMP)
 
 run: $(STAMP)
 	$(BIN)/fleet demo --host $(HOST) --port $(PORT)
+
+# Start the demo over: drop its database and delete the agents' state and the admin password file
+# (`fleet demo --reset`); .venv stays. `make clean` deletes .venv and .fleet too.
+reset: $(STAMP)
+	$(BIN)/fleet demo --reset
 
 test: lint
 	$(BIN)/pytest -n $(PYTEST_WORKERS) $(XDIST) $(PYTEST_ARGS)

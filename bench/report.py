@@ -9,7 +9,7 @@ from rich.table import Table
 
 from bench.agents import ConcurrentResult
 from bench.anchor import AnchorRow
-from bench.dashboard import DashboardRow
+from bench.dashboard import DashboardRow, DashboardScale
 from bench.pending import PendingRow
 from bench.reconcile import ReconcileRow
 from bench.rerun import RerunRow
@@ -287,4 +287,24 @@ def dashboard_table(rows: list[DashboardRow]) -> Table:
     table = _table("Dashboard pages at the benchmark fleet (signed-in operator)", ["page", "median", "queries", "size"])
     for r in rows:
         table.add_row(f"{r.page} ({r.path})", f"{r.median_ms:.0f} ms", str(r.queries), f"{r.bytes / 1024:.0f} KiB")
+    return table
+
+
+def dashboard_scale_table(sizes: list[DashboardScale]) -> Table:
+    table = _table(
+        "Dashboard pages at fleet scale (part dashboard100k; bulk-loaded sites, signed-in operator)",
+        ["page", *(f"{s.devices:,} devices" for s in sizes), "queries"],
+    )
+    for i, row in enumerate(sizes[0].pages):
+        queries = {s.pages[i].queries for s in sizes}
+        table.add_row(
+            row.page,
+            *(f"{s.pages[i].median_ms:.0f} ms" for s in sizes),
+            " / ".join(str(s.pages[i].queries) for s in sizes) + ("" if len(queries) == 1 else " (varies!)"),
+        )
+    table.add_row(
+        "seed (bulk) + certificates",
+        *(f"{s.seed_seconds:.0f} s + {s.certify_seconds:.0f} s ({s.certified:,})" for s in sizes),
+        "",
+    )
     return table

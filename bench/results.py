@@ -11,7 +11,7 @@ from typing import Any
 
 from bench.agents import ConcurrentResult
 from bench.anchor import AnchorRow
-from bench.dashboard import DashboardRow
+from bench.dashboard import DashboardRow, DashboardScale
 from bench.pending import PendingRow
 from bench.reconcile import WITHOUT_CERTIFICATES, ReconcileRow
 from bench.rerun import RerunRow
@@ -38,6 +38,7 @@ def results_build(
     pendings: list[PendingRow],
     agents: ConcurrentResult | None,
     pages: list[DashboardRow],
+    page_scales: list[DashboardScale],
 ) -> dict[str, Any]:
     ordinary = next((a for a in anchors if a.table == "ordinary"), None)
     raw_insert = ordinary.insert_rate if ordinary else float("nan")
@@ -130,6 +131,24 @@ def results_build(
         not_measured.append("concurrent_p99_ms")
     if pages:
         measured["dashboard_page_ms"] = {r.page: round(r.median_ms, 1) for r in pages}
+    if page_scales:
+        # From the largest site the run built (100,000 devices unless --dashboard-devices said otherwise).
+        measured["dashboard_page_ms_100k"] = {r.page: round(r.median_ms, 1) for r in page_scales[-1].pages}
+        measured["dashboard_queries_100k"] = {r.page: r.queries for r in page_scales[-1].pages}
+        measured["dashboard_page_sizes"] = {
+            str(s.devices): {
+                "devices": s.devices,
+                "targets": s.targets,
+                "seed_s": round(s.seed_seconds, 1),
+                "certify_s": round(s.certify_seconds, 1),
+                "certificates": s.certified,
+                "page_ms": {r.page: round(r.median_ms, 1) for r in s.pages},
+                "queries": {r.page: r.queries for r in s.pages},
+            }
+            for s in page_scales
+        }
+    else:
+        not_measured.append("dashboard_page_ms_100k")
     return {
         "scale": scale,
         "load_average_start": load[0],

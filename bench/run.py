@@ -27,7 +27,7 @@ SMALL = 0.2
 RERUN_AT_SCALE = 10_000
 
 #: What `--parts` may name, in the order they run.
-PARTS = ("upsert", "reconcile", "rerun", "anchor", "scale", "pending", "concurrent", "dashboard")
+PARTS = ("upsert", "reconcile", "rerun", "anchor", "scale", "pending", "concurrent", "dashboard", "dashboard100k")
 
 
 def _scale(value: str) -> float:
@@ -72,6 +72,11 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     )
     parser.add_argument("--workers", type=int, default=2, help="`fleet serve` workers of the concurrency run (2)")
     parser.add_argument(
+        "--dashboard-devices",
+        default=None,
+        help="comma-separated site sizes (devices) of the dashboard100k part (default 1000,100000)",
+    )
+    parser.add_argument(
         "--parts",
         default=",".join(PARTS),
         help=f"comma-separated parts to run (default all: {','.join(PARTS)})",
@@ -87,6 +92,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args.history = args.history or (100_000 if small else 1_000_000)
     args.agent_seconds = args.agent_seconds or (8.0 if small else 20.0)
     args.clients = args.clients or (10 if small else 50)
+    args.dashboard_sizes = (
+        tuple(int(n) for n in args.dashboard_devices.split(",")) if args.dashboard_devices else (1_000, 100_000)
+    )
     args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     unknown = args.parts - set(PARTS)
     if unknown:
@@ -150,13 +158,14 @@ def _benchmark(args: argparse.Namespace) -> int:
     from bench.agents import concurrent_measure
     from bench.anchor import anchor_measure
     from bench.clients import AgentClient
-    from bench.dashboard import dashboard_measure
+    from bench.dashboard import dashboard_measure, dashboard_scale_measure
     from bench.pending import DEFAULT_SIZES as PENDING_SIZES
     from bench.pending import pending_measure
     from bench.reconcile import reconcile_fill, reconcile_measure
     from bench.report import (
         agents_table,
         anchor_table,
+        dashboard_scale_table,
         dashboard_table,
         machine_print,
         pending_table,
@@ -233,6 +242,11 @@ def _benchmark(args: argparse.Namespace) -> int:
         else None
     )
     pages = dashboard_measure(fleet, runs=args.runs, progress=progress) if "dashboard" in parts else []
+    page_scales = (
+        dashboard_scale_measure(fleet, sizes=args.dashboard_sizes, runs=args.runs, progress=progress)
+        if "dashboard100k" in parts
+        else []
+    )
     elapsed = time.perf_counter() - started
     load.append(os.getloadavg()[0])
 
@@ -256,6 +270,8 @@ def _benchmark(args: argparse.Namespace) -> int:
         tables.append(agents_table(agents))
     if pages:
         tables.append(dashboard_table(pages))
+    if page_scales:
+        tables.append(dashboard_scale_table(page_scales))
     for table in tables:
         table_print(out, table)
     results = results_build(
@@ -269,13 +285,23 @@ def _benchmark(args: argparse.Namespace) -> int:
         pendings=pendings,
         agents=agents,
         pages=pages,
+        page_scales=page_scales,
     )
     results["fleet_devices"] = len(fleet.device_ids)  # the dashboard's and the rerun table's fleet
     results_write(results, args.results)
     out.print(f"figures written to {args.results}")
     problems = [
         p
-        for row in (*upserts, *reconciles, *reruns, *scales, *pendings, *pages, *([agents] if agents else []))
+        for row in (
+            *upserts,
+            *reconciles,
+            *reruns,
+            *scales,
+            *pendings,
+            *pages,
+            *page_scales,
+            *([agents] if agents else []),
+        )
         for p in row.problems
     ]
     for problem in problems:

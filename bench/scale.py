@@ -81,11 +81,11 @@ class ScaleRow:
 
 
 def scope_build(
-    fleet: Fleet, targets: int, *, site: Site | None = None, name: str | None = None
+    fleet: Fleet, targets: int, *, site: Site | None = None, name: str | None = None, devices: int | None = None
 ) -> tuple[Satellite, int]:
-    """One satellite's scope of about `targets` targets, in bulk: at a site of its own, or as
-    satellite `name` of `site`."""
-    devices = max(RACK_SIZE, round(targets / TARGETS_PER_DEVICE))
+    """One satellite's scope of about `targets` targets (or of exactly `devices` devices), in bulk:
+    at a site of its own, or as satellite `name` of `site`."""
+    devices = devices or max(RACK_SIZE, round(targets / TARGETS_PER_DEVICE))
     racks = (devices + RACK_SIZE - 1) // RACK_SIZE
     if site is None:
         site = Site.objects.create(slug=f"scale-{targets}", name=f"Scale {targets:,} targets")
@@ -257,7 +257,8 @@ ON CONFLICT (requirement_id, target_id) DO NOTHING
 """
 
 
-def _fill(fleet: Fleet, satellite: Satellite) -> None:
+def projection_fill(fleet: Fleet, satellite: Satellite) -> None:
+    """The projection a complete reconcile sweep of the satellite's scope would leave, in one statement."""
     resolutions = load_resolutions((s.requirement.id, satellite.site_id) for s in fleet.specs)
     keys = {str(s.requirement.id): resolutions[(s.requirement.id, satellite.site_id)].key for s in fleet.specs}
     with connection.cursor() as cursor:
@@ -314,7 +315,7 @@ def scale_measure(
                 first = _sweep(client, satellite, sample, pages=first_pages)
                 if first.partial:
                     progress(f"scale: {targets:,} targets, the rest of the projection in bulk")
-                    _fill(fleet, satellite)
+                    projection_fill(fleet, satellite)
                 progress(f"scale: {targets:,} targets, sweep 2 over HTTP")
                 second = _sweep(client, satellite, sample)
             row = ScaleRow(targets, devices, built, first, second, rss_start_mb=start_rss, rss_peak_mb=peak[0])

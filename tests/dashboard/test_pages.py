@@ -227,8 +227,10 @@ PAGES = [
     "/sites/lon-1/grid/",
     "/sites/lon-1/grid/?verdict=failed&topology=rack-a00",
     "/sites/lon-1/grid/?resource_class=gpu.h200.8x&satellite=sat-a",
+    "/sites/lon-1/grid/?after=a00-n01",  # a later page (not empty at either size)
     "/sites/lon-1/failures/",
     "/sites/lon-1/failures/?resource_class=gpu.h200.8x&requirement=hbm-bandwidth&verdict=failed&satellite=sat-a",
+    "/sites/lon-1/failures/?order=target&page=1",  # a later page
     "/sites/lon-1/devices/a00-n00/",
     "/sites/lon-1/devices/a00-n01/",
     "/sites/lon-1/devices/a00-n01/certificate/",

@@ -45,8 +45,34 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
         timeout=240,
     )
     assert result.returncode == 0, result.stderr[-4000:]
-    assert f"the dashboard: http://127.0.0.1:{port}/" in result.stdout and "sign in as admin /" in result.stdout
-    assert "Burn-in progress: targets (a requirement × a device, or × a rack)" in result.stdout
+    # The URL and the login, once, in a box, with where the password is kept (0600).
+    boxed = [line for line in result.stdout.splitlines() if line.startswith("│")]
+    assert any(f"the dashboard: http://127.0.0.1:{port}/" in line for line in boxed), result.stdout[:3000]
+    assert any("sign in as admin / " in line for line in boxed)
+    password_file = tmp_path / "demo-admin-password"
+    assert any(f"password kept in {password_file}" in line for line in boxed)
+    assert result.stdout.count("sign in as admin / ") == 1
+    assert password_file.stat().st_mode & 0o777 == 0o600
+    title = "Burn-in progress: targets (a requirement × a device, or × a rack)"
+    assert title in result.stdout
+    # The table is printed when what it says changes, never twice the same in a row.
+    tables = [
+        block.split("active jobs:")[0] + block.split("active jobs:")[1].split("\n")[0]
+        for block in result.stdout.split(title)[1:]
+    ]
+    repeats = [i for i in range(1, len(tables)) if tables[i] == tables[i - 1]]
+    assert not repeats, f"{len(repeats)} of {len(tables)} tables repeat the one before"
+    # One log format throughout: the server's, the agents' and the demo's own lines.
+    log_line = re.compile(
+        r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} (DEBUG|INFO|WARNING|ERROR|CRITICAL) [\w.]+( \[\S+\])?: "
+    )
+    other = [line for line in result.stderr.splitlines() if line.strip() and not log_line.match(line)]
+    assert not other, other[:5]
+    granian = [line for line in result.stdout.splitlines() if re.match(r"^\[(INFO|WARNING|ERROR)\] ", line)]
+    assert not granian, granian[:3]  # the HTTP server's own lines in its own format
+    served = [line for line in result.stdout.splitlines() if line.startswith("Serving fleet-burnin")]
+    assert not served, served  # that line is a log line now (stderr)
+    assert re.search(r"^\S+ \S+ INFO fleet\.demo: dispatched \d+ job", result.stdout, re.M), result.stdout[-3000:]
     # The failing targets are named with their reasons, and after one attempt each needs repair.
     assert re.search(r"✗ lon-1/\S+ \S+ \(attempt 1\): \S+", result.stdout), result.stdout[-3000:]
     assert "needs repair lon-1/" in result.stdout
@@ -55,10 +81,9 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     assert TestExecution.objects.filter(status="completed").count() > 50
     assert not TestExecution.objects.filter(status="running").exists(), "shutdown left an execution running"
     assert not JobDevice.objects.filter(active=True, job__status="running").exists()
-    assert (tmp_path / "demo-admin-password").exists()
     assert "Traceback" not in result.stderr
     # The terminal tells the story: no line per served request, no warning from the HTTP server.
     output = result.stdout + result.stderr
-    served = [line for line in output.splitlines() if '"fleet.request"' in line and '"level": "INFO"' in line]
+    served = [line for line in output.splitlines() if " INFO fleet.request" in line]
     assert not served, served[:3]
     assert "Lifespan errored" not in output

@@ -14,7 +14,10 @@ through prometheus-client's multiprocess files (`fleet.core.multiprocess`, prepa
 
 from __future__ import annotations
 
+import copy
+import logging
 import os
+from typing import Any
 
 from django.conf import settings
 from django.core.management.base import BaseCommand
@@ -22,6 +25,8 @@ from django.db import connections
 
 from fleet.core import embedded, multiprocess
 from fleet.core.dbbackend.base import APP_DATABASE
+
+logger = logging.getLogger("fleet.serve")
 
 
 def _embedded_in_use() -> bool:
@@ -71,15 +76,30 @@ class Command(BaseCommand):
             websockets=False,
             http1_settings=HTTP1Settings(header_read_timeout=int(bounds["HEADER_READ_TIMEOUT"] * 1000)),
             log_access=options["access_log"],
+            log_dictconfig=_granian_logging(),
             respawn_failed_workers=True,
             workers_kill_timeout=options["graceful_timeout"],
         )
-        self.stdout.write(
-            f"Serving fleet-burnin on http://{options['host']}:{options['port']}/ with {options['workers']} "
-            "granian worker(s) (API docs at /api/docs/)"
+        logger.info(
+            "Serving fleet-burnin on http://%s:%s/ with %s granian worker(s) (API docs at /api/docs/)",
+            options["host"],
+            options["port"],
+            options["workers"],
         )
-        self.stdout.flush()
         try:
             server.serve()
         finally:
             multiprocess.cleanup()
+
+
+def _granian_logging() -> dict[str, Any]:
+    """granian's own lines (start, workers, access log) in the service's log format and on its
+    stream (FLEET_LOG_FORMAT, stderr), not granian's `[INFO] …` on stdout: one format in one log."""
+    return {
+        "formatters": copy.deepcopy(settings.LOGGING["formatters"]),  # dictConfig consumes its "()" keys
+        "handlers": {"fleet": {"class": "logging.StreamHandler", "formatter": settings.LOG_FORMAT}},
+        "loggers": {
+            "_granian": {"handlers": ["fleet"], "level": "INFO", "propagate": False},
+            "granian.access": {"handlers": ["fleet"], "level": "INFO", "propagate": False},
+        },
+    }

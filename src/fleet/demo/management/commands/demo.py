@@ -1,28 +1,42 @@
 """`fleet demo`: the service with a simulated fleet going through burn-in.
 
-Migrates, applies the example fleet, issues each satellite its OAuth2 client, starts `fleet serve`
-and one `fleet-agent run` (simulated executor) per satellite, then plays the operator: it
-dispatches everything that has not passed yet and prints the progress until Ctrl-C.
+Migrates (creating DATABASE_URL's database when it does not exist yet), applies the example fleet,
+issues each satellite its OAuth2 client, starts `fleet serve` and one `fleet-agent run` (simulated
+executor) per satellite, prints the dashboard's URL and login in a box, then plays the operator: it
+dispatches everything that has not passed yet and prints the progress table whenever it changes,
+until Ctrl-C. Every log line — the server's, the agents', its own — has one format
+(`FLEET_LOG_FORMAT`, text unless set). `fleet demo --reset` (`make reset`) deletes the demo's data.
 """
 
 from __future__ import annotations
 
+import argparse
+import logging
 import os
 import secrets
+import shutil
 import signal
 import subprocess
 import sys
 import time
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import IO, cast
 
 import httpx
+import psycopg
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
-from django.db import connections
-from rich.console import Console
+from django.db import connection, connections
+from django.db.models import Q
+from psycopg import errors as pg_errors
+from psycopg import sql
+from rich.console import Console, Group
+from rich.panel import Panel
 from rich.table import Table
+from rich.text import Text
 
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reads import failures as reads
@@ -30,6 +44,7 @@ from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.core import embedded
 from fleet.core.console import command_console
 from fleet.core.dbbackend.base import APP_DATABASE
+from fleet.core.logs import JsonLines, TextLines
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.inventory.models import Device, Satellite, Site
@@ -40,13 +55,27 @@ from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, PlanningMode, Verdict
 
 EXAMPLE = Path(__file__).resolve().parents[5] / "examples" / "fleet.yaml"
 
+log = logging.getLogger("fleet.demo")
+
+
+def _share(value: str) -> float:
+    share = float(value)
+    if not 0 <= share <= 1:
+        raise argparse.ArgumentTypeError(f"{value} is not a share between 0 and 1")
+    return share
+
 
 class Command(BaseCommand):
     help = "Run the service with a simulated fleet going through burn-in (the README's main command)."
 
     def add_arguments(self, parser):
-        parser.add_argument("--host", default="127.0.0.1")
-        parser.add_argument("--port", type=int, default=8000)
+        parser.add_argument(
+            "--host",
+            default="127.0.0.1",
+            help="Address the dashboard and the API listen on (default 127.0.0.1: this machine only; "
+            "0.0.0.0 for every interface).",
+        )
+        parser.add_argument("--port", type=int, default=8000, help="Port of the dashboard and the API (default 8000).")
         parser.add_argument("--fleet-file", default=str(EXAMPLE), help="The fleet to simulate.")
         parser.add_argument(
             "--time-scale",
@@ -55,8 +84,19 @@ class Command(BaseCommand):
             help="Real seconds per simulated second: a test's simulated duration is multiplied by it "
             "(0.002: a 30-minute DCGM run takes 3.6 s; 0: no waiting).",
         )
-        parser.add_argument("--seed", type=int, default=42)
-        parser.add_argument("--faulty-share", type=float, default=0.15)
+        parser.add_argument(
+            "--seed",
+            type=int,
+            default=42,
+            help="Seed of the simulated executor: which devices are faulty and what they measure "
+            "(default 42; the same seed plays the same fleet).",
+        )
+        parser.add_argument(
+            "--faulty-share",
+            type=_share,
+            default=0.15,
+            help="Share of the simulated devices that are faulty and fail some tests, 0 to 1 (default 0.15).",
+        )
         parser.add_argument("--dispatch-every", type=float, default=15.0, help="Seconds between operator reruns.")
         parser.add_argument("--duration", type=float, default=0.0, help="Stop after this many seconds (0: never).")
         parser.add_argument(
@@ -66,20 +106,28 @@ class Command(BaseCommand):
             help="Rerun a failing target at most this many times under one policy version; then the demo "
             "operator reports its device as needing repair and stops dispatching it.",
         )
+        parser.add_argument(
+            "--reset",
+            action="store_true",
+            help="Delete the demo's data and exit: its database (DATABASE_URL's, or `fleet` in the embedded "
+            "PostgreSQL), the agents' state and the admin password file; .venv and the keys stay.",
+        )
 
     def handle(self, *args, **options):
         self.reported_repair: set[tuple[str, str, str]] = set()
+        self.shown: str | None = None  # the progress as last printed
         console = command_console(self, width=110)
-        if settings.DATABASES["default"]["ENGINE"] == "fleet.core.dbbackend":
-            embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR, database=APP_DATABASE)
+        log_format = self.configure_logs()
+        if options["reset"]:
+            self.reset(console)
+            return
+        self.database_ensure(console)
         call_command("migrate", interactive=False, verbosity=0)
         try:
             summary = fleet_apply(document=parse_text(Path(options["fleet_file"]).read_text()))
         except (OSError, FleetFileError) as exc:
             raise CommandError(f"{options['fleet_file']}: {exc}") from exc
-        console.print(
-            f"Fleet applied from {options['fleet_file']} ({summary.counts['devices'].created} devices created)."
-        )
+        log.info("fleet applied from %s (%s devices created)", options["fleet_file"], summary.counts["devices"].created)
         password = self.ensure_admin(console)
         base = f"http://{options['host']}:{options['port']}"
         children: list[subprocess.Popen] = []
@@ -97,7 +145,10 @@ class Command(BaseCommand):
                     [sys.executable, "-m", "fleet", "serve", "--host", options["host"], "--port", str(options["port"])],
                     # The story is the agents' lines and the progress table: a line per request
                     # would bury it (4xx and 5xx still show; FLEET_REQUEST_LOG_LEVEL overrides).
-                    {"FLEET_REQUEST_LOG_LEVEL": os.environ.get("FLEET_REQUEST_LOG_LEVEL", "WARNING")},
+                    {
+                        "FLEET_REQUEST_LOG_LEVEL": os.environ.get("FLEET_REQUEST_LOG_LEVEL", "WARNING"),
+                        "FLEET_LOG_FORMAT": log_format,
+                    },
                 )
             )
             self.wait_until_up(base, children[0])
@@ -115,15 +166,11 @@ class Command(BaseCommand):
                     "FLEET_AGENT_STATE_DIR": str(settings.DATA_DIR / "agents" / satellite.site.slug / satellite.name),
                     "FLEET_AGENT_RECONCILE_INTERVAL": "10",
                     "FLEET_AGENT_EVALUATE_INTERVAL": "3",
+                    "FLEET_AGENT_LOG_FORMAT": log_format,
                 }
                 children.append(self.spawn([sys.executable, "-m", "fleet_agent", "run"], env))
-            console.print(
-                f"\n[bold]fleet-burnin demo[/bold] — the dashboard: [bold]{base}/[/bold]  "
-                f"(sign in as [bold]admin[/bold] / [bold]{password}[/bold])\n"
-                f"API docs {base}/api/docs/  ·  admin {base}/admin/\n"
-                "Agents are burning in the simulated fleet; the operator loop reruns what has not passed, "
-                f"at most {options['max_attempts']} times per failing target. Ctrl-C stops everything.\n"
-            )
+            self.wait_for_agents(started_at=time.time(), timeout=20)
+            self.print_login(console, base, password, options["max_attempts"])
             started, next_dispatch = time.monotonic(), time.monotonic() + 5
             while not stop["now"]:
                 if options["duration"] and time.monotonic() - started > options["duration"]:
@@ -139,6 +186,123 @@ class Command(BaseCommand):
             self.terminate(children[1:])
             self.terminate(children[:1])
         self.print_progress(console)
+
+    def configure_logs(self) -> str:
+        """One format for every line: FLEET_LOG_FORMAT (`text` unless set), for this process's
+        handlers, its own lines (to stdout, beside its table) and the processes it starts."""
+        chosen = os.environ.get("FLEET_LOG_FORMAT", "").strip().lower()
+        log_format = chosen if chosen in ("json", "text") else "text"
+        formatter = JsonLines() if log_format == "json" else TextLines()
+        for handler in logging.getLogger().handlers:
+            handler.setFormatter(formatter)
+        own = logging.StreamHandler(cast(IO[str], self.stdout._out))
+        own.setFormatter(formatter)
+        log.handlers[:] = [own]
+        log.setLevel(logging.INFO)
+        log.propagate = False
+        logging.getLogger("httpx").setLevel(logging.WARNING)  # its line per request of the start-up probe
+        return log_format
+
+    def database_ensure(self, console: Console) -> None:
+        """The embedded server (and its database) on first use; DATABASE_URL's database created
+        when the server is there but the database is not; anything else one line, no traceback."""
+        if _embedded():
+            embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR, database=APP_DATABASE)
+            return
+        name = settings.DATABASES["default"]["NAME"]
+        try:
+            connection.ensure_connection()
+            return
+        except Exception as exc:  # Django wraps the driver's error: look at its cause
+            if not isinstance(exc.__cause__, pg_errors.OperationalError) or "does not exist" not in str(exc):
+                raise CommandError(f"cannot open database {name} ({self.where()}): {_first_line(exc)}") from None
+        with self.server() as server:
+            server.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        connection.close()
+        console.print(f"created database {name} on {self.where()} (DATABASE_URL named one that did not exist)")
+
+    def where(self) -> str:
+        if _embedded():
+            return f"the embedded PostgreSQL in {settings.EMBEDDED_POSTGRES_DIR}"
+        db = settings.DATABASES["default"]
+        return f"{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}"
+
+    def server(self) -> psycopg.Connection:
+        """A connection to the server's maintenance database, as the service's user."""
+        try:
+            if _embedded():
+                uri = embedded.ensure_server(settings.EMBEDDED_POSTGRES_DIR).uri("postgres")
+                return psycopg.connect(uri, autocommit=True)
+            db = settings.DATABASES["default"]
+            return psycopg.connect(
+                dbname="postgres",
+                user=db.get("USER") or None,
+                password=db.get("PASSWORD") or None,
+                host=db.get("HOST") or None,
+                port=db.get("PORT") or None,
+                connect_timeout=5,
+                autocommit=True,
+            )
+        except psycopg.OperationalError as exc:
+            raise CommandError(f"cannot reach the database server {self.where()}: {_first_line(exc)}") from None
+
+    def reset(self, console: Console) -> None:
+        """Drop the demo's database and delete its files; the virtual environment, the service's
+        secret key and the certificate key stay."""
+        name = settings.DATABASES["default"]["NAME"]
+        done = []
+        with self.server() as server, server.cursor() as cursor:
+            if embedded.DATABASE_EXISTS.one(cursor, {"name": name}) is not None:
+                try:
+                    cursor.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(name)))
+                except pg_errors.ObjectInUse:
+                    raise CommandError(
+                        f"database {name} is in use (is the demo still running?); stop it and run this again"
+                    ) from None
+                done.append(f"dropped database {name} on {self.where()}")
+        for path in (settings.DATA_DIR / "agents", settings.DATA_DIR / "demo-admin-password"):
+            if path.is_dir():
+                shutil.rmtree(path)
+            elif path.exists():
+                path.unlink()
+            else:
+                continue
+            done.append(f"deleted {path}")
+        for line in done or ["nothing to reset: no demo database and no demo files"]:
+            console.print(line)
+
+    def wait_for_agents(self, *, started_at: float, timeout: float) -> None:
+        """Until every satellite's agent has been heard from (its start-up lines are then above
+        the box), at most `timeout` seconds."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            silent = Satellite.objects.filter(
+                Q(last_seen_at__isnull=True) | Q(last_seen_at__lt=datetime.fromtimestamp(started_at, UTC))
+            )
+            if not silent.exists():
+                break
+            time.sleep(0.5)
+        time.sleep(1)
+        connections.close_all()
+
+    def print_login(self, console: Console, base: str, password: str, max_attempts: int) -> None:
+        """The dashboard's URL and login, once, in a box: the last thing start-up prints."""
+        password_file = settings.DATA_DIR / "demo-admin-password"
+        lines = [
+            Text.assemble("the dashboard: ", (f"{base}/", "bold")),
+            Text.assemble("sign in as admin / ", (password, "bold")),
+            Text(f"password kept in {password_file} (mode 0600)"),
+            Text(f"API docs {base}/api/docs/  ·  admin {base}/admin/"),
+            Text(
+                f"The operator loop reruns what has not passed, at most {max_attempts} time(s) per failing target; "
+                "the table below is printed when it changes. Ctrl-C stops everything; `make reset` starts over.",
+            ),
+        ]
+        # Wide enough that no URL, password or path is broken over two lines.
+        wide = command_console(self, width=max(console.width, max(len(line.plain) for line in lines[:4]) + 4))
+        wide.print()
+        wide.print(Panel(Group(*lines), title="fleet-burnin demo", expand=False))
+        wide.print()
 
     def terminate(self, processes: list[subprocess.Popen]) -> None:
         for process in processes:
@@ -189,9 +353,13 @@ class Command(BaseCommand):
             for failure in repair:
                 if (site.slug, failure.target, failure.requirement) not in self.reported_repair:
                     self.reported_repair.add((site.slug, failure.target, failure.requirement))
-                    console.print(
-                        f"[bold red]needs repair[/bold red] {site.slug}/{failure.target}: {failure.requirement} "
-                        f"failed {failure.attempts} times — {_why(failure)}"
+                    log.warning(
+                        "needs repair %s/%s: %s failed %s times — %s",
+                        site.slug,
+                        failure.target,
+                        failure.requirement,
+                        failure.attempts,
+                        _why(failure),
                     )
             held_back = {f.device_id for f in repair if f.device_id} | set(
                 Device.objects.filter(
@@ -218,12 +386,14 @@ class Command(BaseCommand):
                 requested_by="demo operator",
             )
             if outcome.created_jobs:
-                console.print(
-                    f"{site.slug}: dispatched {len(outcome.created_jobs)} job(s) for {len(waiting)} device(s)"
+                log.info(
+                    "dispatched %s job(s) for %s device(s) at %s", len(outcome.created_jobs), len(waiting), site.slug
                 )
         self.print_progress(console)
 
     def print_progress(self, console: Console) -> None:
+        """The targets by verdict, the failing ones and the active jobs — printed only when that
+        differs from what was printed last."""
         table = Table(
             title="Burn-in progress: targets (a requirement × a device, or × a rack) by verdict", show_lines=False
         )
@@ -238,21 +408,36 @@ class Command(BaseCommand):
             counts.setdefault((slug, rc), dict.fromkeys(Verdict.values, 0))[verdict] += 1
         for (slug, rc), verdicts in sorted(counts.items()):
             table.add_row(slug, rc, *(str(verdicts[v]) for v in DISPLAY_ORDER))
-        console.print(table)
+        lines = []
         for site in Site.objects.all():
             failures, more = reads.site_failures(site, reads.FailureFilters(), order="target", limit=FAILURES_SHOWN)
             for failure in failures:
-                console.print(
+                lines.append(
                     f"  {VERDICT_SIGNS[Verdict(failure.verdict)][0]} {site.slug}/{failure.target} "
                     f"{failure.requirement} (attempt {failure.attempts}): {_why(failure)}"
                 )
             if more:
-                console.print(f"  … more at the dashboard's failures page: /sites/{site.slug}/failures/")
-        console.print(f"active jobs: {Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).count()}")
+                lines.append(f"  … more at the dashboard's failures page: /sites/{site.slug}/failures/")
+        lines.append(f"active jobs: {Job.objects.filter(status__in=ACTIVE_JOB_STATUSES).count()}")
+        state = repr(sorted(counts.items())) + "\n".join(lines)
+        if state == self.shown:
+            return
+        self.shown = state
+        console.print(table)
+        for line in lines:
+            console.print(line, markup=False, highlight=False)
 
 
 #: Failing targets listed under the progress table (the dashboard lists them all).
 FAILURES_SHOWN = 8
+
+
+def _embedded() -> bool:
+    return settings.DATABASES["default"]["ENGINE"] == "fleet.core.dbbackend"
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def _why(failure: reads.FailureRow) -> str:
