@@ -11,6 +11,7 @@ from django.conf import global_settings
 
 from fleet.burnin.models import PolicyProgress, TestExecution
 from fleet.jobs.models import JobDevice
+from fleet.lifecycle.models import DeviceStateChange, Repair
 from tests.helpers import REPO, fleet_env, free_port
 
 pytestmark = pytest.mark.e2e
@@ -37,6 +38,8 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
             "0.0005",
             "--max-attempts",
             "1",
+            "--repair-after",
+            "4",
         ],
         env=fleet_env(FLEET_DATA_DIR=str(tmp_path)),
         cwd=REPO,
@@ -73,9 +76,17 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     served = [line for line in result.stdout.splitlines() if line.startswith("Serving fleet-burnin")]
     assert not served, served  # that line is a log line now (stderr)
     assert re.search(r"^\S+ \S+ INFO fleet\.demo: dispatched \d+ job", result.stdout, re.M), result.stdout[-3000:]
-    # The failing targets are named with their reasons, and after one attempt each needs repair.
+    # The failing targets are named with their reasons; after one failure (--max-attempts 1) the
+    # service sends the device to repair, the demo's technician repairs it, and it burns in again.
     assert re.search(r"✗ lon-1/\S+ \S+ \(attempt 1\): \S+", result.stdout), result.stdout[-3000:]
-    assert "needs repair lon-1/" in result.stdout
+    needs = re.findall(r"needs repair (lon-1/\S+): ", result.stdout)
+    assert needs, result.stdout[-3000:]
+    assert len(needs) == len(set(needs)) or "repaired" in result.stdout  # each step said once a round
+    repaired = re.findall(r"repair recorded (lon-1/\S+): swapped GPU \d; burning in again", result.stdout)
+    assert repaired and set(repaired) <= set(needs), result.stdout[-3000:]
+    assert re.search(r"accepted lon-1/\S+: its certificate was issued", result.stdout)
+    assert Repair.objects.filter(device__hostname=repaired[0].split("/")[1]).exists()
+    assert DeviceStateChange.objects.filter(cause="repair").exists()
     verdicts = set(PolicyProgress.objects.values_list("verdict", flat=True))
     assert "passed" in verdicts
     assert TestExecution.objects.filter(status="completed").count() > 50

@@ -5,10 +5,13 @@ from __future__ import annotations
 
 import pytest
 
+from fleet.burnin.reads.failures import FailureFilters, site_failures
+from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job
+from fleet.jobs.services import job_finish
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
-from fleet_rules.vocabulary import DeviceState, WorkflowName
+from fleet_rules.vocabulary import DeviceState, JobStatus, PlanningMode, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
 
 RC = "gpu.h200.8x"
@@ -122,6 +125,10 @@ def test_a_repair_brings_the_device_back_dispatches_its_reburn_in_and_restarts_t
     # the three failures before the repair no longer count: two more keep it in burn-in, a third sends it back
     world.fail([device], times=2)
     assert state(device) == DeviceState.BURN_IN
+    attempts = client.get(
+        f"/api/v1/burn-in/sites/{world.site.id}/attempts/", {"requirement": "gpu-diag", "target": str(device.id)}
+    ).json()
+    assert attempts["summary"]["attempts"] == 2  # the count restarted at the repair (5 runs in all)
     world.fail([device])
     assert state(device) == DeviceState.NEEDS_REPAIR
     assert client.get(f"/api/v1/devices/{device.id}/repairs/").json()["results"][0]["id"] == str(repair.id)
@@ -171,3 +178,31 @@ def test_closing_a_breaker_judges_the_held_moves_again(fleet, bearer):
     assert sum(state(d) == DeviceState.NEEDS_REPAIR for d in world.devices) == 5
     last = client.post(f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/", {"reason": "y"}, format="json")
     assert last.status_code == 404  # none open
+
+
+def test_the_failures_list_counts_attempts_since_the_repair(world, bearer):
+    device = world.devices[0]
+    client = bearer(OPERATOR)
+
+    def fail_in_a_job(times: int) -> None:
+        sweep(world.satellite)  # the projection's rows, which planning reads
+        (job,) = rerun_dispatch(
+            site=world.site, device_ids=[device.id], mode=PlanningMode.ALL, requested_by="test"
+        ).created_jobs
+        for _ in range(times):
+            execution = world.fleet.execution(
+                world.diag, device=device, metrics=FAIL, job=Job.objects.get(id=job.job_id)
+            )
+            evaluate_now(execution)
+            sweep(world.satellite)
+        job_finish(job_id=job.job_id, outcome=JobStatus.SUCCEEDED)
+
+    fail_in_a_job(3)
+    assert state(device) == DeviceState.NEEDS_REPAIR
+    assert [f.attempts for f in site_failures(world.site, FailureFilters(), order="target", limit=10)[0]] == [3]
+    repaired = client.post(f"/api/v1/devices/{device.id}/repairs/", {"summary": "reseated"}, format="json")
+    assert repaired.status_code == 201
+    for job_id in repaired.json()["job_ids"]:
+        job_finish(job_id=job_id, outcome=JobStatus.CANCELLED)
+    fail_in_a_job(2)
+    assert [f.attempts for f in site_failures(world.site, FailureFilters(), order="target", limit=10)[0]] == [2]

@@ -8,6 +8,7 @@ different state or verdict; a test holds each fragment to its Python form over a
 from __future__ import annotations
 
 from fleet.burnin.tables import sql
+from fleet.lifecycle.models import Repair
 from fleet_rules.vocabulary import RequirementScope, Verdict
 
 _SINGLE_NODE = f"'{RequirementScope.SINGLE_NODE.value}'"
@@ -63,3 +64,16 @@ def passed_at_version_sql(progress: str, policy_version: str) -> str:
     absent: a LEFT JOIN's nulls are not passed) against the policy version expression
     `policy_version`."""
     return f"coalesce({progress}.verdict = {_PASSED} AND {progress}.policy_version = {policy_version}, false)"
+
+
+def counted_attempt_sql(execution: str, policy: str) -> str:
+    """Whether the execution row `execution` is an attempt that counts: created under the current
+    version of the policy row `policy`, and — on a device — after the device's last repair (a
+    repaired device starts a new count: `fleet_rules.lifecycle`). Probes the repairs by device."""
+    return sql(
+        "(({pol}.version_changed_at IS NULL OR {x}.created_at >= {pol}.version_changed_at) AND NOT EXISTS "
+        "(SELECT 1 FROM {repair} rp WHERE rp.device_id = {x}.device_id AND rp.created_at > {x}.created_at))",
+        x=execution,
+        pol=policy,
+        repair=Repair._meta.db_table,
+    )

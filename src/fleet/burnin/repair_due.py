@@ -14,6 +14,7 @@ from uuid import UUID
 
 from django.db import connection
 
+from fleet.burnin.fragments import counted_attempt_sql
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
 from fleet.lifecycle.models import Repair
@@ -50,15 +51,14 @@ CROSS JOIN LATERAL (
     SELECT count(*) AS failures, (array_agg(x.id ORDER BY x.created_at DESC))[1] AS last_execution_id
     FROM {execution} x JOIN {evaluation} ev ON ev.execution_id = x.id
     WHERE x.requirement_id = c.requirement_id AND x.device_id = c.device_id
-      AND x.status = %(completed)s AND NOT x.diagnostic AND NOT ev.passed
-      AND x.created_at >= COALESCE(pol.version_changed_at, '-infinity')
-      AND x.created_at > COALESCE(rp.repaired_at, '-infinity')
+      AND x.status = %(completed)s AND NOT x.diagnostic AND NOT ev.passed AND {counted}
 ) n
 WHERE d.state = ANY(%(states)s)
 ORDER BY c.device_id, c.requirement_id
 """,
         policy=AcceptancePolicy._meta.db_table,
         repair=Repair._meta.db_table,
+        counted=counted_attempt_sql("x", "pol"),
     ),
     FailureCount,
     example=lambda: {

@@ -19,17 +19,21 @@ from typing import NamedTuple
 from uuid import UUID, uuid4
 
 from django.db import connection
+from django.db.models import Max
 
+from fleet.burnin.fragments import counted_attempt_sql
 from fleet.burnin.models import TestExecution
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
 from fleet.core.statements import Statement
 from fleet.inventory.models import Device, Site, Topology
+from fleet.lifecycle.models import Repair
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import Attempt, AttemptSummary, judged, summarise
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
-_SINCE = "(pol.version_changed_at IS NULL OR e.created_at >= pol.version_changed_at)"
+#: Attempts under the current policy version and, on a device, since its last repair.
+_SINCE = counted_attempt_sql("e", "pol")
 
 
 class HistoryRow(NamedTuple):
@@ -281,6 +285,10 @@ def target_attempts(*, site: Site, requirement_name: str, target_id: UUID) -> Ta
     executions = executions.filter(device=device) if device is not None else executions.filter(topology=topology)
     if since is not None:
         executions = executions.filter(created_at__gte=since)
+    if device is not None:  # a repaired device starts a new count (`fragments.counted_attempt_sql`)
+        repaired = Repair.objects.filter(device=device).aggregate(last=Max("created_at"))["last"]
+        if repaired is not None:
+            executions = executions.filter(created_at__gt=repaired)
     rows = []
     for e in executions.order_by("created_at", "id"):
         evaluation = getattr(e, "evaluation", None)

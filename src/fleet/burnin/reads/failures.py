@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Count, Q
+from django.db.models import Count, Exists, OuterRef, Q
 
 from fleet.burnin.diagnosis.attempts import PassedAfter, passes_after_failures
 from fleet.burnin.diagnosis.isolation import site_diagnoses
@@ -18,6 +18,7 @@ from fleet.burnin.diagnosis.outliers import OutliersPage, site_outliers_page
 from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
+from fleet.lifecycle.models import Repair
 from fleet_rules.evidence import RuleOutcome, rule_outcomes
 from fleet_rules.readable import metric_unit
 from fleet_rules.vocabulary import Verdict
@@ -123,7 +124,8 @@ def iter_site_failures(site: Site, filters: FailureFilters, *, order: str, chunk
 
 def attempts_under_current_version(targets: Sequence[tuple[UUID, UUID, int]]) -> dict[tuple[UUID, UUID], int]:
     """(requirement, target) → how many executions it had that were planned under the given
-    policy version (the version a job carries in its parameters), in one query."""
+    policy version (the version a job carries in its parameters) and, on a device, ran after its
+    last repair (a repaired device starts a new count), in one query."""
     if not targets:
         return {}
     wanted = {(requirement, target): version for requirement, target, version in targets}
@@ -131,6 +133,7 @@ def attempts_under_current_version(targets: Sequence[tuple[UUID, UUID, int]]) ->
     rows = (
         TestExecution.objects.filter(requirement_id__in={r for r, _ in wanted}, diagnostic=False)
         .filter(Q(device_id__in={t for _, t in wanted}) | Q(topology_id__in={t for _, t in wanted}))
+        .exclude(Exists(Repair.objects.filter(device_id=OuterRef("device_id"), created_at__gt=OuterRef("created_at"))))
         .values_list("requirement_id", "device_id", "topology_id", "job__parameters__policy_version")
         .annotate(n=Count("id"))
         .order_by()

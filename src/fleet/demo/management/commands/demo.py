@@ -19,6 +19,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, cast
@@ -45,9 +46,10 @@ from fleet.core import embedded
 from fleet.core.console import command_console
 from fleet.core.dbbackend.base import APP_DATABASE
 from fleet.core.logs import JsonLines, TextLines
+from fleet.demo.story import LifecycleStory
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
-from fleet.inventory.models import Device, Satellite, Site
+from fleet.inventory.models import Satellite, Site
 from fleet.inventory.services import satellite_credentials_issue
 from fleet.jobs.models import Job
 from fleet_rules.explanations import DISPLAY_ORDER, VERDICT_SIGNS
@@ -103,8 +105,15 @@ class Command(BaseCommand):
             "--max-attempts",
             type=int,
             default=3,
-            help="Rerun a failing target at most this many times under one policy version; then the demo "
-            "operator reports its device as needing repair and stops dispatching it.",
+            help="The policies' repair_after_failures: a target failing this many times sends its device to "
+            "needs_repair, where it is not burned in again until a repair is recorded (default 3).",
+        )
+        parser.add_argument(
+            "--repair-after",
+            type=float,
+            default=20.0,
+            help="Seconds a device waits in needs_repair before the demo's technician swaps a part and its "
+            "operator records the repair (default 20).",
         )
         parser.add_argument(
             "--reset",
@@ -114,7 +123,6 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **options):
-        self.reported_repair: set[tuple[str, str, str]] = set()
         self.shown: str | None = None  # the progress as last printed
         console = command_console(self, width=110)
         log_format = self.configure_logs()
@@ -124,9 +132,13 @@ class Command(BaseCommand):
         self.database_ensure(console)
         call_command("migrate", interactive=False, verbosity=0)
         try:
-            summary = fleet_apply(document=parse_text(Path(options["fleet_file"]).read_text()))
+            document = parse_text(Path(options["fleet_file"]).read_text())
         except (OSError, FleetFileError) as exc:
             raise CommandError(f"{options['fleet_file']}: {exc}") from exc
+        for policy in document.policies:  # --max-attempts is the policies' repair_after_failures
+            policy.lifecycle = replace(policy.lifecycle, repair_after_failures=options["max_attempts"])
+        summary = fleet_apply(document=document)
+        self.story = LifecycleStory(settings.DATA_DIR / "agents", options["repair_after"])
         log.info("fleet applied from %s (%s devices created)", options["fleet_file"], summary.counts["devices"].created)
         password = self.ensure_admin(console)
         base = f"http://{options['host']}:{options['port']}"
@@ -178,7 +190,7 @@ class Command(BaseCommand):
                 if any(child.poll() is not None for child in children):
                     raise CommandError("a demo process exited unexpectedly; see the log above")
                 if time.monotonic() >= next_dispatch:
-                    self.operator_pass(console, options["max_attempts"])
+                    self.operator_pass(console)
                     next_dispatch = time.monotonic() + options["dispatch_every"]
                 time.sleep(0.5)
         finally:
@@ -294,8 +306,9 @@ class Command(BaseCommand):
             Text(f"password kept in {password_file} (mode 0600)"),
             Text(f"API docs {base}/api/docs/  ·  admin {base}/admin/"),
             Text(
-                f"The operator loop reruns what has not passed, at most {max_attempts} time(s) per failing target; "
-                "the table below is printed when it changes. Ctrl-C stops everything; `make reset` starts over.",
+                f"The operator loop reruns what has not passed; {max_attempts} failure(s) of a target send its device "
+                "to repair, and the demo's technician repairs it. The table below is printed when it changes. "
+                "Ctrl-C stops everything; `make reset` starts over.",
             ),
         ]
         # Wide enough that no URL, password or path is broken over two lines.
@@ -344,28 +357,13 @@ class Command(BaseCommand):
         password_file.chmod(0o600)
         return password
 
-    def operator_pass(self, console: Console, max_attempts: int) -> None:
-        """What an operator does: rerun everything that has not passed, except targets that already
-        failed `max_attempts` times under this policy — those devices need repair, not another run."""
+    def operator_pass(self, console: Console) -> None:
+        """What an operator does: say what the lifecycle did, record the repairs the technician made,
+        and rerun everything that has not passed (a device in needs_repair is not dispatched: the
+        service sends it there after `--max-attempts` failures and it waits for its repair)."""
+        self.story.tell()
+        self.story.repair_the_waiting()
         for site in Site.objects.all():
-            failures = list(reads.iter_site_failures(site, reads.FailureFilters(), order="target"))
-            repair = [f for f in failures if f.attempts >= max_attempts]
-            for failure in repair:
-                if (site.slug, failure.target, failure.requirement) not in self.reported_repair:
-                    self.reported_repair.add((site.slug, failure.target, failure.requirement))
-                    log.warning(
-                        "needs repair %s/%s: %s failed %s times — %s",
-                        site.slug,
-                        failure.target,
-                        failure.requirement,
-                        failure.attempts,
-                        _why(failure),
-                    )
-            held_back = {f.device_id for f in repair if f.device_id} | set(
-                Device.objects.filter(
-                    memberships__topology_id__in=[f.topology_id for f in repair if f.topology_id]
-                ).values_list("id", flat=True)
-            )
             waiting = set(
                 PolicyProgress.objects.filter(site=site, device__isnull=False)
                 .exclude(verdict=Verdict.PASSED)
@@ -376,7 +374,6 @@ class Command(BaseCommand):
                 .exclude(verdict=Verdict.PASSED)
                 .values_list("topology__devices__id", flat=True)
             ) - {None}
-            waiting -= held_back
             if not waiting:
                 continue
             outcome = rerun_dispatch(
