@@ -33,7 +33,7 @@ VIEWER = [
     "inventory.view_site",
     "burnin.view_acceptancecertificate",
 ]
-OPERATOR = [*VIEWER, "jobs.add_job", "jobs.change_job"]
+OPERATOR = [*VIEWER, "jobs.add_job", "jobs.change_job", "inventory.change_device"]
 
 
 @dataclass

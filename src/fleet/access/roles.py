@@ -3,8 +3,9 @@ that any page or view can ask `user.has_perm("jobs.add_job")`:
 
 * **viewer** — every `view_*` permission of the fleet's apps: reads everything the API and the
   dashboard show;
-* **operator** — viewer, plus `jobs.add_job` (dispatch and preview reruns) and `jobs.change_job`
-  (cancel jobs);
+* **operator** — viewer, plus `jobs.add_job` (dispatch and preview reruns), `jobs.change_job`
+  (cancel jobs) and `inventory.change_device` (move devices through their lifecycle: record repairs,
+  close circuit breakers, accept);
 * **admin** — every permission there is (give such people `is_staff` for the admin site too).
 
 Created by this app's data migration and re-synced by `fleet roles` (after a new model, say):
@@ -22,7 +23,7 @@ VIEWER, OPERATOR, ADMIN = "viewer", "operator", "admin"
 ROLES = (VIEWER, OPERATOR, ADMIN)
 #: The apps whose objects the fleet's people read.
 FLEET_APPS = ("inventory", "policies", "jobs", "burnin")
-OPERATOR_PERMISSIONS = ("jobs.add_job", "jobs.change_job")
+OPERATOR_PERMISSIONS = ("jobs.add_job", "jobs.change_job", "inventory.change_device")
 
 
 def _label(permission: Any) -> str:

@@ -18,7 +18,9 @@ from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.receipts import Receipt, receipt_of
 from fleet.lifecycle.models import Breaker, DeviceStateChange
+from fleet_rules.evidence import rule_outcomes
 from fleet_rules.lifecycle import TRANSITIONS
+from fleet_rules.readable import metric_unit, outcome_text
 from fleet_rules.vocabulary import DeviceState, TransitionCause
 
 QUEUE_LIMIT = 100
@@ -58,7 +60,7 @@ def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDe
     more = len(found) > limit
     rows = found[:limit]
     executions = {_execution(r["refs"]) for r in rows} - {None}
-    reasons = dict(EvaluationResult.objects.filter(execution_id__in=executions).values_list("execution_id", "reason"))
+    reasons = _failing_rules(executions)
     queued = []
     for r in rows:
         refs: dict[str, Any] = r["refs"] or {}
@@ -79,6 +81,22 @@ def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDe
             )
         )
     return queued, more
+
+
+def _failing_rules(execution_ids: set[UUID | None]) -> dict[UUID, str]:
+    """Each execution's failing rules as people read them (`busbw_gbps 288.44 GB/s is below ≥ 431
+    GB/s (−33.1 %)`), or its evaluation's reason when no rule explains it (one query)."""
+    said: dict[UUID, str] = {}
+    for evaluation in EvaluationResult.objects.filter(execution_id__in=execution_ids).select_related(
+        "execution", "execution__requirement"
+    ):
+        execution = evaluation.execution
+        declared = execution.requirement.metric_units
+        failing = [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
+        said[execution.id] = "; ".join(
+            outcome_text(o, metric_unit(execution.metrics, o.metric, declared.get(o.metric, ""))) for o in failing
+        ) or (evaluation.reason or "")
+    return said
 
 
 def _execution(refs: dict[str, Any] | None) -> UUID | None:
