@@ -12,8 +12,10 @@ from django.test.utils import CaptureQueriesContext
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job
 from fleet.lifecycle.models import Breaker, Repair
-from fleet_rules.vocabulary import DeviceState, WorkflowName
+from fleet.lifecycle.services import device_transition
+from fleet_rules.vocabulary import DeviceState, Mover, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
+from tests.dashboard.conftest import OPERATOR
 
 RC = "gpu.h200.8x"
 FAIL = {"diag_failed_tests": {"value": 2}}
@@ -158,3 +160,24 @@ def test_the_device_page_says_the_state_why_it_needs_repair_and_its_history(flee
     overview = operator.get("/").content.decode()
     assert 'href="/sites/lon-1/repairs/" class="needs-repair">1</a>' in overview
     assert "enrolled devices certified" in overview
+
+
+def test_the_site_page_warns_of_an_open_breaker(fleet, diag, person):
+    send_to_repair(fleet, diag, "lon-1", 5)
+    page = person(["burnin.view_policyprogress", "inventory.view_device"]).get("/sites/lon-1/").content.decode()
+    assert "Circuit breaker open for gpu.h200.8x" in page and "suspect the test or the policy" in page
+
+
+def test_a_device_in_service_whose_certificate_stopped_holding_says_so(fleet, diag, person):
+    satellite = fleet.satellite(fleet.site("lon-1"), "sat-a", workflows=list(WorkflowName.values))
+    device = fleet.device(satellite, RC, hostname="lon-1-n00")
+    diag.policy.repair_after_failures = 0
+    diag.policy.save()
+    evaluate_now(fleet.execution(diag, device=device, metrics={"diag_failed_tests": {"value": 0}}))
+    sweep(satellite)
+    device_transition(device_id=device.id, to=DeviceState.IN_SERVICE, mover=Mover.OPERATOR, actor="u", certified=True)
+    evaluate_now(fleet.execution(diag, device=device, metrics=FAIL))
+    sweep(satellite)
+    page = person(OPERATOR).get("/sites/lon-1/devices/lon-1-n00/")
+    text = page.content.decode()
+    assert "✓ in service" in text and "in service without a valid certificate" in text

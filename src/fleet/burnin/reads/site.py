@@ -16,6 +16,7 @@ from fleet.burnin.reads.acceptance import Acceptance, acceptance
 from fleet.burnin.reads.cohorts import cohort_blockers
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
+from fleet.lifecycle.models import Breaker
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.vocabulary import RequirementScope, TopologyUnit, Verdict
 
@@ -109,11 +110,14 @@ class SitePageRead:
     certification: list[ClassCertification] | None  # None: not asked for (the viewer may not see it)
     #: resource class → rack → who blocks it, for the racks the slowest devices wait on
     blocked: dict[str, dict[UUID, str]] = field(default_factory=dict)
+    #: The open circuit breakers: automatic moves to repair held (`fleet.lifecycle`).
+    open_breakers: list[Breaker] = field(default_factory=list)
 
 
 def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
-    """The site, its progress (four queries), flaky rates (one) and certification (four, when
-    asked: the slowest devices, what they wait on and who blocks the racks among it)."""
+    """The site, its progress (four queries), flaky rates (one), certification (four, when asked:
+    the slowest devices, what they wait on and who blocks the racks among it) and its open circuit
+    breakers (one)."""
     site = site_by_slug(slug)
     certification = site_certification(site) if with_certification else None
     blocked: dict[str, dict[UUID, str]] = {}
@@ -127,4 +131,5 @@ def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
         }
         for (topology_id, rc), why in cohort_blockers(racks).items():
             blocked.setdefault(rc, {})[topology_id] = why.text
-    return SitePageRead(site, site_progress(site), flaky_rates(site), certification, blocked)
+    breakers = list(Breaker.objects.filter(site=site, closed_at__isnull=True).order_by("resource_class"))
+    return SitePageRead(site, site_progress(site), flaky_rates(site), certification, blocked, breakers)
