@@ -86,7 +86,7 @@ class RecordRepair(access.Page, View):
                 perform=perform,
             )
         except FleetError as exc:
-            again = reverse("dashboard:repair", args=[slug, hostname])
+            again = reverse("dashboard:repair-form", args=[slug, hostname])
             return refused(request, exc.detail, exc.status_code, again)
         return see_other(receipt.location)
 

@@ -12,7 +12,9 @@ urlpatterns = [
     path("sites/<slug:slug>/grid/", views.GridPage.as_view(), name="grid"),
     path("sites/<slug:slug>/failures/", views.FailuresPage.as_view(), name="failures"),
     path("sites/<slug:slug>/repairs/", lifecycle_views.RepairQueuePage.as_view(), name="repairs"),
-    path("sites/<slug:slug>/devices/<str:hostname>/repair/", lifecycle_views.RecordRepair.as_view(), name="repair"),
+    path(
+        "sites/<slug:slug>/devices/<str:hostname>/repair/", lifecycle_views.RecordRepair.as_view(), name="repair-form"
+    ),
     path(
         "sites/<slug:slug>/breakers/<str:resource_class>/reset/",
         lifecycle_views.ResetBreaker.as_view(),
