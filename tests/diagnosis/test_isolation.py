@@ -12,9 +12,11 @@ from django.test.utils import CaptureQueriesContext
 from fleet.burnin.diagnosis.isolation import isolation_advance, isolation_dispatch, isolation_preview
 from fleet.burnin.executions import ExecutionReport, execution_report
 from fleet.burnin.models import DeviceDiagnosis, IsolationPlan, PolicyProgress, TestExecution
+from fleet.inventory.models import Device
 from fleet.jobs.models import Job, JobDevice
 from fleet.jobs.services import job_finish, jobs_claim
-from fleet_rules.vocabulary import IsolationStatus, JobReason, JobStatus, WorkflowName
+from fleet.lifecycle.models import DeviceStateChange
+from fleet_rules.vocabulary import DeviceState, IsolationStatus, JobReason, JobStatus, WorkflowName
 from tests.burnin.sweeps import sweep_service
 from tests.burnin.test_reconcile import evaluate
 
@@ -114,6 +116,10 @@ def test_a_rack_of_8_with_one_faulty_device_is_isolated_in_3_rounds(fleet):
     assert plan.state["culprits"] == [str(rack.bad.id)]
     (diagnosis,) = DeviceDiagnosis.objects.all()
     assert diagnosis.device == rack.bad and "rack-nccl" in diagnosis.finding and "3 rounds" in diagnosis.finding
+    # Named by isolation, the culprit goes to repair (and nothing else moves).
+    (change,) = DeviceStateChange.objects.all()
+    assert (change.device_id, change.to_state, change.cause) == (rack.bad.id, "needs_repair", "isolation")
+    assert Device.objects.get(id=rack.bad.id).state == DeviceState.NEEDS_REPAIR
     # Diagnostic executions never decide the rack's verdict.
     assert TestExecution.objects.filter(diagnostic=True).count() == 6
     sweep_service("lon-1", "sat-a", "gpu.h200.8x")
