@@ -168,6 +168,22 @@ class ClassCertification:
 
 SLOWEST = 5
 
+
+def valid_certificates_sql(sites: str) -> str:
+    """A subquery: the `device_id` of every valid certificate (`valid_now`: current, not past its
+    `valid_until` at `%(now)s`) of the sites in the array expression `sites`. It reads the partial
+    index of current certificates by (site, resource class): one range per site, however many
+    devices the site has, instead of a probe per device."""
+    return sql(
+        """(
+    SELECT c.device_id FROM {certificate} c
+    WHERE c.site_id = ANY({sites}) AND c.superseded_at IS NULL AND (c.valid_until IS NULL OR c.valid_until > %(now)s)
+)""",
+        certificate=AcceptanceCertificate._meta.db_table,
+        sites=sites,
+    )
+
+
 # A device's current certificate, if it has one, is its latest issued (a successor is issued after
 # its predecessor is superseded): probed through the (device, issued_at) index. Probing "the one with
 # superseded_at null" let the planner, on the statistics of a table the sweep had just filled, read
