@@ -1,6 +1,6 @@
 """'Acceptable by its rows' has one Python form (`fleet_rules.certificates.rows_all_passed`) and one
-SQL form (`fleet.burnin.fragments.acceptable_sql`, read by the dashboard's accepted counts and the
-certificate pre-filter): the same cases, built as real rows, give the same answer in both."""
+SQL form (`fleet.burnin.fragments.acceptable_sql`, read by the certificate pre-filter; the dashboard counts the
+certificates it leads to): the same cases, built as real rows, give the same answer in both."""
 
 from __future__ import annotations
 

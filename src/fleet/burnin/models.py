@@ -188,7 +188,13 @@ class PolicyProgress(models.Model):
                 condition=Q(missing_in_sweep__isnull=False),
                 name="burnin_progress_missing_idx",
             ),
-            models.Index(fields=["site", "verdict"], name="burnin_prog_site_verdict_idx"),
+            # (site, verdict) for the pages' counts; the included columns for the outlier groups'
+            # evidence mark (`fleet.burnin.diagnosis.outliers`), read from the index alone.
+            models.Index(
+                fields=["site", "verdict"],
+                include=["execution", "policy_version"],
+                name="burnin_prog_site_verd_inc_idx",
+            ),
             models.Index(fields=["device"], name="burnin_progress_device_idx"),
         ]
 

@@ -168,28 +168,27 @@ class ClassCertification:
 
 SLOWEST = 5
 
-# A device's current certificate, if it has one, is its latest issued (a successor is issued after
-# its predecessor is superseded): probed through the (device, issued_at) index. Probing "the one with
-# superseded_at null" let the planner, on the statistics of a table the sweep had just filled, read
-# it through the (site, resource class) index and scan every current certificate per device
-# (0.2 s at 5,000 devices); a plain join went quadratic the same way.
-_LATEST = sql(
-    """(
-    SELECT true AS present, c.superseded_at, c.valid_until FROM {certificate} c
-    WHERE c.device_id = d.id ORDER BY c.issued_at DESC LIMIT 1
+
+def valid_certificates_sql(sites: str) -> str:
+    """A subquery: the `device_id` of every valid certificate (`valid_now`: current, not past its
+    `valid_until` at `%(now)s`) of the sites in the array expression `sites`. It reads the partial
+    index of current certificates by (site, resource class): one range per site, however many
+    devices the site has, instead of a probe per device."""
+    return sql(
+        """(
+    SELECT c.device_id FROM {certificate} c
+    WHERE c.site_id = ANY({sites}) AND c.superseded_at IS NULL AND (c.valid_until IS NULL OR c.valid_until > %(now)s)
 )""",
-    certificate=AcceptanceCertificate._meta.db_table,
-)
-_VALID = (
-    "coalesce(cur.present AND cur.superseded_at IS NULL"
-    " AND (cur.valid_until IS NULL OR cur.valid_until > %(now)s), false)"
-)
+        certificate=AcceptanceCertificate._meta.db_table,
+        sites=sites,
+    )
+
+
 #: What the site's certification statements are written with.
 _CERTIFIED_FRAGMENTS = {
     "certificate": AcceptanceCertificate._meta.db_table,
     "enrolled": enrolled_sql("d"),
-    "latest": _LATEST,
-    "valid": _VALID,
+    "valid": valid_certificates_sql("ARRAY[%(site)s]::uuid[]"),
 }
 
 
@@ -206,12 +205,14 @@ CLASSES = Statement(
     sql(
         """
 SELECT d.resource_class, count(*) AS enrolled,
-       count(*) FILTER (WHERE {valid}) AS certified,
+       count(cur.device_id) AS certified,
        percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)) AS p50_seconds,
        percentile_cont(0.95) WITHIN GROUP (ORDER BY extract(epoch FROM f.first - d.enrolled_at)) AS p95_seconds
 FROM {device} d
-LEFT JOIN LATERAL {latest} cur ON true
-LEFT JOIN LATERAL (SELECT min(c.issued_at) AS first FROM {certificate} c WHERE c.device_id = d.id) f ON true
+LEFT JOIN {valid} cur ON cur.device_id = d.id
+LEFT JOIN (
+    SELECT c.device_id, min(c.issued_at) AS first FROM {certificate} c WHERE c.site_id = %(site)s GROUP BY c.device_id
+) f ON f.device_id = d.id
 WHERE d.site_id = %(site)s AND {enrolled}
 GROUP BY d.resource_class ORDER BY d.resource_class
 """,
@@ -237,8 +238,8 @@ SELECT id, hostname, resource_class, enrolled_at FROM (
     SELECT d.id, d.hostname, d.resource_class, d.enrolled_at,
            row_number() OVER (PARTITION BY d.resource_class ORDER BY d.enrolled_at, d.hostname) AS n
     FROM {device} d
-    LEFT JOIN LATERAL {latest} cur ON true
-    WHERE d.site_id = %(site)s AND {enrolled} AND NOT {valid}
+    LEFT JOIN {valid} cur ON cur.device_id = d.id
+    WHERE d.site_id = %(site)s AND {enrolled} AND cur.device_id IS NULL
 ) ranked WHERE n <= %(slowest)s ORDER BY resource_class, enrolled_at, hostname
 """,
         **_CERTIFIED_FRAGMENTS,

@@ -11,12 +11,15 @@ size: only the groups and their candidates reach Python, never every sample.
 
 from __future__ import annotations
 
+import hashlib
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import NamedTuple
+from decimal import Decimal
+from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 from django.conf import settings
+from django.core.cache import caches
 from django.core.exceptions import ValidationError
 from django.db import connection
 
@@ -42,6 +45,8 @@ class GroupRow(NamedTuple):
     device_id: UUID | None
     hostname: str | None
     value: float | None
+    mark_rows: int | None  # kind 2: the evidence mark, how many passed rows the site has
+    mark_sum: Decimal | None  # kind 2: and the sum of a hash of each one's execution and version
 
 
 # Groups (kind 0: size, median, MAD) and candidates (kind 1: the samples whose robust z-score
@@ -50,7 +55,10 @@ GROUPS = Statement(
     "burnin.diagnosis.outlier_groups",
     sql(
         """
-WITH samples AS MATERIALIZED (
+WITH mark AS MATERIALIZED (
+    SELECT count(*) AS mark_rows, sum(uuid_hash_extended(p.execution_id, p.policy_version)) AS mark_sum
+    FROM {progress} p WHERE p.site_id = %(site)s AND p.verdict = %(passed)s
+), samples AS MATERIALIZED (
     SELECT rule.n, rule.k, p.device_id, d.hostname, v.value
     FROM unnest(%(requirements)s::uuid[], %(metrics)s::text[], %(statistics)s::text[], %(ordinals)s::int[],
                 %(versions)s::int[], %(ks)s::float8[]) AS rule(requirement_id, metric, statistic, n, version, k)
@@ -64,6 +72,8 @@ WITH samples AS MATERIALIZED (
                           ELSE x.metrics -> rule.metric -> 'statistics' -> rule.statistic END AS value) j
     ) v
     WHERE v.value IS NOT NULL AND v.value NOT IN ('NaN'::float8, 'Infinity'::float8, '-Infinity'::float8)
+      AND NOT EXISTS (SELECT 1 FROM mark WHERE mark.mark_rows = %(known_rows)s::bigint
+                      AND mark.mark_sum IS NOT DISTINCT FROM %(known_sum)s::numeric)
 ), centre AS (
     SELECT n, count(*) AS size, percentile_cont(0.5) WITHIN GROUP (ORDER BY value) AS median
     FROM samples GROUP BY n
@@ -72,12 +82,14 @@ WITH samples AS MATERIALIZED (
     FROM samples s JOIN centre c USING (n) GROUP BY s.n
 )
 SELECT 0 AS kind, c.n, c.size, c.median, sp.mad, NULL::uuid AS device_id, NULL::text AS hostname,
-       NULL::float8 AS value
+       NULL::float8 AS value, NULL::bigint AS mark_rows, NULL::numeric AS mark_sum
 FROM centre c JOIN spread sp USING (n)
 UNION ALL
-SELECT 1, s.n, NULL, NULL, NULL, s.device_id, s.hostname, s.value
+SELECT 1, s.n, NULL, NULL, NULL, s.device_id, s.hostname, s.value, NULL, NULL
 FROM samples s JOIN centre c USING (n) JOIN spread sp USING (n)
 WHERE c.size >= %(min_group)s AND sp.mad > 0 AND abs(s.value - c.median) * %(consistency)s / sp.mad > s.k
+UNION ALL
+SELECT 2, 0, NULL, NULL, NULL, NULL, NULL, NULL, mark.mark_rows, mark.mark_sum FROM mark
 ORDER BY 1, 2, 7
 """
     ),
@@ -93,6 +105,8 @@ ORDER BY 1, 2, 7
         "ks": [DEFAULT_K, DEFAULT_K],
         "min_group": DEFAULT_MIN_GROUP,
         "consistency": CONSISTENCY,
+        "known_rows": -1,
+        "known_sum": None,
     },
 )
 
@@ -163,6 +177,30 @@ def min_group_size() -> int:
     return int(getattr(settings, "FLEET_OUTLIER_MIN_GROUP", DEFAULT_MIN_GROUP))
 
 
+def _group_rows(params: dict[str, Any]) -> list[GroupRow]:
+    """The groups' figures and candidates (kinds 0 and 1), exact for the evidence now committed.
+
+    The statement also returns the site's evidence mark (kind 2): how many passed projection rows
+    the site has and the sum of a 64-bit hash of each one's deciding execution and policy version,
+    read from the (site, verdict) index alone. The samples are a function of exactly those rows,
+    so figures computed at the same mark for the same groups are still the truth (short of a hash
+    collision): this process keeps the last ones per (site, groups) and sends their mark; when it
+    has not moved, the statement reads the index range instead of every sample (3.4 s at 100,000
+    devices). One statement either way: the page's query count does not depend on what was kept."""
+    key = "outlier-groups:" + hashlib.sha256(repr(sorted(params.items())).encode()).hexdigest()
+    kept: tuple[int, Decimal | None, list[GroupRow]] | None = caches["default"].get(key)
+    known_rows, known_sum = (kept[0], kept[1]) if kept else (-1, None)
+    with connection.cursor() as cursor:
+        rows = GROUPS.rows(cursor, {**params, "known_rows": known_rows, "known_sum": known_sum})
+    mark = next(row for row in rows if row.kind == 2)
+    assert mark.mark_rows is not None
+    if kept is not None and (mark.mark_rows, mark.mark_sum) == (known_rows, known_sum):
+        return kept[2]
+    figures = [row for row in rows if row.kind != 2]
+    caches["default"].set(key, (mark.mark_rows, mark.mark_sum, figures), timeout=None)
+    return figures
+
+
 def site_outlier_groups(
     *, site: Site, resource_class: str | None = None, requirement: str | None = None
 ) -> list[Group]:
@@ -200,25 +238,21 @@ def site_outlier_groups(
     stats: dict[int, tuple[int, float, float]] = {}
     candidates: dict[int, list[Sample]] = defaultdict(list)
     if keys:
-        with connection.cursor() as cursor:
-            rows = GROUPS.rows(
-                cursor,
-                {
-                    "requirements": [k.requirement_id for k in keys],
-                    "metrics": [k.metric for k in keys],
-                    "statistics": [k.statistic for k in keys],
-                    "ordinals": list(range(1, len(keys) + 1)),
-                    "versions": versions,
-                    "site": site.id,
-                    "passed": Verdict.PASSED,
-                    "ks": [k.k for k in keys],
-                    "min_group": max(minimum, 1),
-                    "consistency": CONSISTENCY,
-                },
-            )
-        # Each kind's own columns are never null (a group's aggregates over at least one sample; a
-        # candidate's device, hostname and value); the other kind's are.
-        for row in rows:
+        params = {
+            "requirements": [k.requirement_id for k in keys],
+            "metrics": [k.metric for k in keys],
+            "statistics": [k.statistic for k in keys],
+            "ordinals": list(range(1, len(keys) + 1)),
+            "versions": versions,
+            "site": site.id,
+            "passed": Verdict.PASSED,
+            "ks": [k.k for k in keys],
+            "min_group": max(minimum, 1),
+            "consistency": CONSISTENCY,
+        }
+        for row in _group_rows(params):
+            # Each kind's own columns are never null (a group's aggregates over at least one
+            # sample; a candidate's device, hostname and value); the other kind's are.
             if row.kind == 0:
                 assert row.size is not None and row.median is not None and row.mad is not None
                 stats[row.n] = (row.size, row.median, row.mad)

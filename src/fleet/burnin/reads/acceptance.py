@@ -1,9 +1,10 @@
-"""Acceptance, the one rule of the dashboard's reads that is not a count of rows: a device is
-**accepted** when every non-retired requirement of its policy — every gate, multi-node ones
-through the device's topology of that unit — has a `passed` projection row at the policy's
-current version: `fleet_rules.certificates.rows_all_passed`, whose SQL form
-(`fleet.burnin.fragments.acceptable_sql`) `ACCEPTANCE` counts; the overview, the site page and the
-device page all read it."""
+"""Acceptance, as the overview, the site page and the device page count it: a device is
+**accepted** when it holds a valid acceptance certificate (current, not past its `valid_until`:
+`fleet.burnin.certificates.reads.valid_now`, the rule the certificate API and the lifecycle gate
+read). A certificate exists exactly when its evidence is committed: the reconcile page that writes
+a device's last pass issues it, and the page that writes a newer failure supersedes it, in the same
+transaction (`fleet.burnin.certificates.issuance`, rule `fleet_rules.certificates.is_certifiable`).
+So the count is a range of the current-certificate index, not a probe of every device's rows."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ from dataclasses import dataclass
 from typing import NamedTuple
 from uuid import UUID, uuid4
 
-from fleet.burnin.fragments import acceptable_sql
+from django.utils import timezone
+
+from fleet.burnin.certificates.reads import valid_certificates_sql
 from fleet.burnin.tables import sql
 from fleet.core.replica import read_connection
 from fleet.core.statements import Statement
-from fleet.policies.models import AcceptancePolicy
 from fleet_rules.eligibility import enrolled_sql
 
 
@@ -27,24 +29,23 @@ class AcceptanceRow(NamedTuple):
     accepted: int
 
 
-#: Per (site, resource class): enrolled devices, and those acceptable by their rows
-#: (`fleet.burnin.fragments.acceptable_sql`, the rule the certificate pre-filter reads too).
+#: Per (site, resource class): enrolled devices, and those of them holding a valid certificate
+#: (read through the partial index of current certificates by site and class).
 ACCEPTANCE = Statement(
     "burnin.reads.acceptance",
     sql(
         """
-SELECT d.site_id, d.resource_class, count(*) AS enrolled, count(*) FILTER (WHERE {acceptable}) AS accepted
+SELECT d.site_id, d.resource_class, count(*) AS enrolled, count(c.device_id) AS accepted
 FROM {device} d
-LEFT JOIN {policy} pol ON pol.resource_class = d.resource_class
+LEFT JOIN {valid} c ON c.device_id = d.id
 WHERE d.site_id = ANY(%(sites)s) AND (%(device)s::uuid IS NULL OR d.id = %(device)s) AND {enrolled}
 GROUP BY d.site_id, d.resource_class
 """,
-        policy=AcceptancePolicy._meta.db_table,
+        valid=valid_certificates_sql("%(sites)s"),
         enrolled=enrolled_sql("d"),
-        acceptable=acceptable_sql("d", "pol.id", "pol.version"),
     ),
     AcceptanceRow,
-    example=lambda: {"sites": [uuid4()], "device": None},
+    example=lambda: {"sites": [uuid4()], "device": None, "now": timezone.now()},
 )
 
 
@@ -65,7 +66,7 @@ def acceptance(site_ids: Sequence[UUID], device_id: UUID | None = None) -> dict[
     """(site, resource class) → enrolled devices and how many of them are accepted (one query)."""
     if not site_ids:
         return {}
-    params = {"sites": list(site_ids), "device": device_id}
+    params = {"sites": list(site_ids), "device": device_id, "now": timezone.now()}
     with read_connection().cursor() as cursor:
         rows = ACCEPTANCE.rows(cursor, params)
     return {(row.site_id, row.resource_class): Acceptance(row.enrolled, row.accepted) for row in rows}
