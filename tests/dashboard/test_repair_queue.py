@@ -15,7 +15,7 @@ from fleet.lifecycle.models import Breaker, Repair
 from fleet.lifecycle.services import device_transition
 from fleet_rules.vocabulary import DeviceState, Mover, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
-from tests.dashboard.conftest import OPERATOR
+from tests.dashboard.conftest import OPERATOR, preview
 
 RC = "gpu.h200.8x"
 FAIL = {"diag_failed_tests": {"value": 2}}
@@ -181,3 +181,18 @@ def test_a_device_in_service_whose_certificate_stopped_holding_says_so(fleet, di
     page = person(OPERATOR).get("/sites/lon-1/devices/lon-1-n00/")
     text = page.content.decode()
     assert "✓ in service" in text and "in service without a valid certificate" in text
+
+
+def test_a_rerun_preview_of_a_device_in_repair_says_why_and_links_the_repair_form(fleet, diag, person):
+    (device,) = send_to_repair(fleet, diag, "lon-1", 1)
+    operator = person(OPERATOR)
+    _, page = preview(operator, {"device": str(device.id)})
+    assert 'data-reason="device_ineligible"' in page
+    assert "lon-1-n00</strong> needs repair" in page
+    assert 'href="/sites/lon-1/devices/lon-1-n00/repair/"' in page
+
+
+def test_the_queue_links_each_devices_evidence_pack(fleet, diag, person):
+    (device,) = send_to_repair(fleet, diag, "lon-1", 1)
+    page = person(["inventory.view_device"]).get("/sites/lon-1/repairs/").content.decode()
+    assert f'href="/api/v1/devices/{device.id}/evidence-pack/"' in page

@@ -40,7 +40,7 @@ from fleet.dashboard.forms import (
     query_problems,
 )
 from fleet.inventory.identity import actor_label
-from fleet.inventory.selectors import site_by_slug
+from fleet.inventory.selectors import devices_in_repair, site_by_slug
 from fleet.jobs.receipts import action_once, receipt_of
 from fleet.jobs.services import job_cancel
 from fleet_rules.vocabulary import PersonAction, PlanningMode
@@ -153,6 +153,8 @@ class RerunPreview(access.Page, View):
             "selection": _posted_again(form),
             "hostnames": device_hostnames([*device_ids, *touched]),
             "touched": touched,
+            # the selected devices that wait for a repair: the page says so and links the repair form
+            "in_repair": devices_in_repair(device_ids),
             "mode": mode,
             "modes": PlanningMode.values,
         }

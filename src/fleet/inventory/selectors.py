@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
@@ -75,3 +76,10 @@ def sites_inventory() -> list[SiteInventory]:
     for s in Satellite.objects.order_by("name"):
         satellites[s.site_id].append(SatelliteSeen(s.name, s.agent_version, s.last_seen_at))
     return [SiteInventory(site, dict(states[site.id]), satellites[site.id]) for site in sites]
+
+
+def devices_in_repair(device_ids: Sequence[UUID]) -> list[str]:
+    """The hostnames of these devices that are in needs_repair, sorted (one query)."""
+    return sorted(
+        Device.objects.filter(id__in=device_ids, state=DeviceState.NEEDS_REPAIR).values_list("hostname", flat=True)
+    )
