@@ -119,6 +119,12 @@ def transition_sources(to: DeviceState) -> frozenset[DeviceState]:
     return frozenset(s for row in TRANSITIONS if row.to == to for s in row.sources)
 
 
+def automatic_sources(to: DeviceState, cause: TransitionCause) -> frozenset[DeviceState]:
+    """The states the service moves a device from to `to` for `cause` (its row of the table)."""
+    (row,) = [r for r in TRANSITIONS if r.to == to and cause in r.causes]
+    return row.sources
+
+
 def refusal(source: DeviceState | str, to: DeviceState | str, mover: Mover, cause: TransitionCause) -> str | None:
     """None when the table allows `mover` to move a device from `source` to `to` for `cause`;
     otherwise the sentence that says which rule refuses it (the 409's message)."""

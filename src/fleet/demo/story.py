@@ -24,6 +24,7 @@ from django.utils import timezone
 from fleet.burnin.repairs import repair_record
 from fleet.core.exceptions import FleetError
 from fleet.lifecycle.models import DeviceStateChange
+from fleet.lifecycle.selectors import repair_entries
 from fleet_agent.executors.simulated import SIMULATED_REPAIRS
 from fleet_rules.explanations import STATE_SIGNS
 from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause
@@ -54,11 +55,10 @@ class LifecycleStory:
         """The technician fixes the devices that have waited long enough; the operator records it."""
         due = timezone.now() - timedelta(seconds=self.repair_after)
         entered = (
-            DeviceStateChange.objects.filter(
-                device__state=DeviceState.NEEDS_REPAIR, to_state=DeviceState.NEEDS_REPAIR, held=False, at__lte=due
-            )
+            repair_entries()
+            .filter(device__state=DeviceState.NEEDS_REPAIR, at__lte=due)
             .select_related("device__site", "device__satellite")
-            .order_by("device_id", "-at")
+            .order_by("device_id", "-at", "-id")
             .distinct("device_id")
         )
         for change in entered:

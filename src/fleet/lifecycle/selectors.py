@@ -11,7 +11,7 @@ from fleet.inventory.identity import Actor, ensure_not_satellite, ensure_site_al
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange, Repair
 from fleet_rules.lifecycle import AUTOMATIC_CAUSES
-from fleet_rules.vocabulary import TransitionCause
+from fleet_rules.vocabulary import DeviceState, TransitionCause
 
 
 def device_for_lifecycle(*, device_id: UUID, actor: Actor) -> Device:
@@ -46,3 +46,9 @@ def system_moved(device_ids: set[UUID]) -> dict[UUID, str]:
     )
     service = {c.value for c in AUTOMATIC_CAUSES} | {TransitionCause.REPAIR.value}
     return {device_id: cause for device_id, cause in latest if cause in service}
+
+
+def repair_entries() -> QuerySet[DeviceStateChange]:
+    """The changes that sent devices to repair (not the moves the breaker held), newest first:
+    where the repair queue, the repair form and the demo read why and since when."""
+    return DeviceStateChange.objects.filter(to_state=DeviceState.NEEDS_REPAIR, held=False).order_by("-at", "-id")

@@ -169,8 +169,7 @@ SELECT c.id AS device_id, c.from_state, c.to_state, c.cause FROM chosen c JOIN m
 
 
 def _sources(move: AutomaticMove) -> str:
-    (found,) = [r for r in rules.TRANSITIONS if r.to == move.to and move.cause in r.causes]
-    return ",".join(sorted(s.value for s in found.sources))
+    return ",".join(sorted(s.value for s in rules.automatic_sources(move.to, move.cause)))
 
 
 def automatic_moves_apply(

@@ -18,10 +18,11 @@ from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.receipts import Receipt, receipt_of
 from fleet.lifecycle.models import Breaker, DeviceStateChange
+from fleet.lifecycle.selectors import repair_entries
 from fleet_rules.evidence import rule_outcomes
-from fleet_rules.lifecycle import TRANSITIONS
+from fleet_rules.lifecycle import refusal
 from fleet_rules.readable import metric_unit, outcome_text
-from fleet_rules.vocabulary import DeviceState, TransitionCause
+from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
 
 QUEUE_LIMIT = 100
 
@@ -43,9 +44,7 @@ class QueuedDevice:
 
 def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDevice], bool]:
     """(devices oldest first, whether more wait)."""
-    entered = DeviceStateChange.objects.filter(
-        device=OuterRef("pk"), to_state=DeviceState.NEEDS_REPAIR, held=False
-    ).order_by("-at", "-id")
+    entered = repair_entries().filter(device=OuterRef("pk"))
     found = list(
         Device.objects.filter(site=site, state=DeviceState.NEEDS_REPAIR)
         .annotate(
@@ -191,16 +190,7 @@ def repair_page(slug: str, hostname: str, token: UUID) -> RepairPageRead:
     device = Device.objects.filter(site=site, hostname=hostname).first()
     if device is None:
         raise NotFoundError(f"No device {hostname!r} at site {slug!r}.")
-    entered = (
-        DeviceStateChange.objects.filter(device=device, held=False, to_state=DeviceState.NEEDS_REPAIR)
-        .order_by("-at", "-id")
-        .first()
-    )
-    repairable = DeviceState(device.state) in transition_sources_for_repair()
+    entered = repair_entries().filter(device=device).first()
+    # the rule `repair_record` applies: the table lets a repair move the device to burn-in
+    repairable = refusal(device.state, DeviceState.BURN_IN, Mover.SYSTEM, TransitionCause.REPAIR) is None
     return RepairPageRead(site, device, entered, repairable, receipt_of(token))
-
-
-def transition_sources_for_repair() -> frozenset[DeviceState]:
-    """The states a repair record takes a device from (`fleet_rules.lifecycle`'s table)."""
-    (row,) = [r for r in TRANSITIONS if r.to == DeviceState.BURN_IN and TransitionCause.REPAIR in r.causes]
-    return row.sources
