@@ -74,6 +74,7 @@ class TransitionCause(Vocabulary):
     OPERATOR = "operator"
     FLEET_FILE = "fleet_file"
     HELD_BY_BREAKER = "held_by_breaker"  # an automatic move the circuit breaker held: the state did not change
+    FATAL_XID = "fatal_xid"  # the kernel logged a fatal Xid for one of its GPUs during a burn-in (fleet_rules.xid)
 
 
 class TopologyUnit(Vocabulary):
@@ -281,3 +282,4 @@ class SupersedeReason(Vocabulary):
     EXPIRED = "expired"  # a pass it rests on is older than its requirement's `evidence_valid_for`
     POLICY_CHANGED = "policy_changed"  # the device's policy has a new version
     RENEWED = "renewed"  # newer passing evidence replaced a deciding execution (a successor was issued)
+    HARDWARE_CHANGED = "hardware_changed"  # the agent reported a fingerprint other than the one it binds
