@@ -128,3 +128,21 @@ def test_a_page_that_sends_devices_to_repair_sends_the_same_statements_whatever_
     policy.save()
     diag = fleet.requirement(policy, "gpu-diag")
     assert statements("lon-1", 2) == statements("par-1", 12)
+
+
+def test_a_page_that_writes_failures_below_the_count_sends_what_a_passing_page_sends(fleet):
+    """The page's write counts the failures of what it stored as failed: judging them costs no
+    statement until a device reaches `repair_after_failures`."""
+
+    def statements(site_slug: str, metrics: dict, then: DeviceState) -> int:
+        satellite = fleet.satellite(fleet.site(site_slug), "sat-a")
+        devices = [fleet.device(satellite, RC, hostname=f"{site_slug}-n{i:02d}") for i in range(4)]
+        for device in devices:
+            evaluate_now(fleet.execution(diag, device=device, metrics=metrics))
+        with CaptureQueriesContext(connection) as captured:
+            sweep(satellite)
+        assert all(state(d) == then for d in devices)
+        return len(captured)
+
+    diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
+    assert statements("lon-1", FAIL, DeviceState.BURN_IN) == statements("par-1", PASS, DeviceState.ACCEPTED)

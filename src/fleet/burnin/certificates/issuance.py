@@ -297,15 +297,17 @@ UNION ALL
         moved=MOVED_SELECT.replace("c.id AS device_id", "c.id AS device_id, NULL, NULL"),
     ),
     IssuedOrMoved,
-    example=lambda: {
-        "key_id": "",
-        "public_key": b"",
-        "now": timezone.now(),
-        "certificates": "[]",
-        "accepted": DeviceState.ACCEPTED.value,
-        "accepted_sources": sources(DeviceState.ACCEPTED, TransitionCause.CERTIFICATE_ISSUED),
-    }
-    | move_parameters([], timezone.now()),
+    example=lambda: (
+        {
+            "key_id": "",
+            "public_key": b"",
+            "now": timezone.now(),
+            "certificates": "[]",
+            "accepted": DeviceState.ACCEPTED.value,
+            "accepted_sources": sources(DeviceState.ACCEPTED, TransitionCause.CERTIFICATE_ISSUED),
+        }
+        | move_parameters([], timezone.now())
+    ),
 )
 
 
