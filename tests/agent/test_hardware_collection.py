@@ -306,7 +306,7 @@ def test_unconfigured_or_failing_hardware_commands_are_reported_missing_never_in
     ("commands", "message"),
     [
         ({"nvidia-smi": "nvidia-smi -q -x"}, "hardware_commands.nvidia-smi: unknown part"),
-        ({"ibstat": {"template": "ibstat", "timeout": 0}}, "hardware_commands.ibstat.timeout: must be a positive number"),
+        ({"ibstat": {"template": "ibstat", "timeout": 0}}, "ibstat.timeout: must be a positive number"),
         ({"dmi": {"command": "x"}}, "hardware_commands.dmi: a command template"),
         ({"kernel_log": "journalctl 'unclosed"}, "hardware_commands.kernel_log: cannot be split"),
     ],
@@ -417,3 +417,39 @@ def test_ordering_keeps_the_jobs_order_apart_from_the_window() -> None:
     requirements = [{"test": t} for t in ("a", HEALTH_WINDOW_TEST, "b", "c")]
 
     assert [r["test"] for r in ordered_requirements(requirements)] == ["a", "b", "c", HEALTH_WINDOW_TEST]
+
+
+@pytest.mark.process
+def test_a_truncated_nvidia_smi_names_the_missing_part_and_errors_the_window_not_the_job_run(tmp_path: Path) -> None:
+    service = Service()
+    settings = AgentConfig(api="http://fleet", site="lon-1", satellite="sat-a", client_id="i", client_secret="c",
+                           state_dir=str(tmp_path / "state"))  # fmt: skip
+    client = FleetClient("http://fleet", "i", "c", transport=httpx.MockTransport(service), max_retries=0)
+    executor = CommandExecutor(
+        {
+            "dcgm-diag": {
+                "template": f"cat {FIXTURES / 'dcgm_diag_r3_h200_pass_dcgm3.json'}",
+                "parser": "dcgm-diag-json",
+            }
+        },
+        hardware_commands={
+            "nvidia_smi": f"cat {FIXTURES / 'nvidia_smi_q_x_r590_dual_a5000_truncated.xml'}",
+            "ibstat": f"cat {FIXTURES / 'ibstat_h100_all_active.txt'}",
+            "kernel_log": "true",
+        },
+    )
+    claimed = job()
+    claimed["parameters"]["requirements"] = claimed["parameters"]["requirements"][:2]
+
+    Agent(settings, client, executor, AgentState(settings.state_dir)).run_job(claimed)
+
+    finals = {body["requirement"]: body for _, body in service.reports if body["status"] != "running"}
+    inventory = finals["gpu-diag"]["inventory"]
+    assert inventory["gpus"] == [] and inventory["driver_version"] is None
+    assert inventory["missing"][0].startswith("nvidia-smi: nvidia-smi XML is malformed or truncated")
+    assert len(inventory["hcas"]) == 12  # the parts that could be read are still reported
+    assert finals["gpu-diag"]["status"] == "completed"
+    assert finals["gpu-health-window"]["status"] == "errored"
+    assert "the health snapshot at the start of the window could not be read" in finals["gpu-health-window"]["error"]
+    assert "health" not in finals["gpu-health-window"]
+    assert service.finished == [{"status": "failed", "reason": "an execution errored"}]
