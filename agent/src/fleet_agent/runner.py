@@ -310,13 +310,17 @@ class Agent:
         target = Target(device["id"], device["hostname"], device["resource_class"])
         since = datetime.now(UTC)
         inventory = before = None
+        window = any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements)
         try:
+            if not self.config.report_hardware and not window:
+                return JobHardware()
+            gpus = source.read("nvidia_smi", target, phase="before")  # one read for both
             if self.config.report_hardware:
-                inventory = collect_inventory(source, target)
+                inventory = collect_inventory(source, target, nvidia_smi=gpus)
                 if inventory["missing"]:
                     logger.warning("inventory of %s: missing %s", target.hostname, "; ".join(inventory["missing"]))
-            if any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements):
-                before = health_snapshot(source, target, "before")
+            if window:
+                before = health_snapshot(source, target, "before", reading=gpus)
         except Exception:
             logger.exception("reading the hardware of %s failed", target.hostname)
         return JobHardware(inventory=inventory, since=since, before=before)

@@ -108,10 +108,12 @@ class _Inventory:
     missing: list[str] = field(default_factory=list)
 
 
-def collect_inventory(source: HardwareSource, target: Target) -> dict[str, Any]:
-    """The device's inventory in the wire form of the execution report (see docs/agent.md)."""
+def collect_inventory(source: HardwareSource, target: Target, nvidia_smi: Reading | None = None) -> dict[str, Any]:
+    """The device's inventory in the wire form of the execution report (see docs/agent.md); `nvidia_smi` is a
+    reading already taken (the job's start reads it once for the inventory and the health snapshot)."""
     inventory = _Inventory()
-    gpus = _parsed(source.read("nvidia_smi", target, phase="inventory"), "nvidia-smi", parse_inventory, inventory)
+    gpu_reading = nvidia_smi or source.read("nvidia_smi", target, phase="inventory")
+    gpus = _parsed(gpu_reading, "nvidia-smi", parse_inventory, inventory)
     if gpus is not None:
         inventory.driver_version = gpus["driver_version"]
         inventory.cuda_version = gpus["cuda_version"]
@@ -145,10 +147,12 @@ def _parsed(reading: Reading, what: str, parse: Any, inventory: _Inventory) -> d
     return parsed
 
 
-def health_snapshot(source: HardwareSource, target: Target, phase: Phase = "before") -> HealthSnapshot:
-    """The device's ECC, row-remap and throttle state now."""
+def health_snapshot(
+    source: HardwareSource, target: Target, phase: Phase = "before", reading: Reading | None = None
+) -> HealthSnapshot:
+    """The device's ECC, row-remap and throttle state now (or in `reading`, taken just now)."""
     at = utc_now()
-    reading = source.read("nvidia_smi", target, phase=phase)
+    reading = reading or source.read("nvidia_smi", target, phase=phase)
     if reading.text is None:
         return HealthSnapshot(at, None, f"nvidia-smi: {reading.problem or 'not read'}")
     try:
