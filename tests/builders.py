@@ -116,8 +116,10 @@ class FleetBuilder:
         job=None,
         execution_id: UUID | None = None,
         error: str = "",
+        health: dict | None = None,
     ):
-        """Report an execution through the service, as an agent would."""
+        """Report an execution through the service, as an agent would (`health` as the API
+        stores it: JSON, times as ISO 8601 strings)."""
         from fleet.burnin.executions import ExecutionReport, execution_report
 
         now = timezone.now()
@@ -133,6 +135,7 @@ class FleetBuilder:
             error=error,
             started_at=now,
             finished_at=None if status == "running" else now,
+            health=health,
         )
         return execution_report(
             execution_id=execution_id or uuid4(), report=report, actor=None, reported_by="test"

@@ -7,7 +7,10 @@ import itertools
 import pytest
 
 from fleet_rules.lifecycle import (
+    AUTOMATIC_CAUSES,
+    GUARDED_CAUSES,
     TRANSITIONS,
+    automatic_sources,
     breaker_decide,
     breaker_limit,
     failed_too_often,
@@ -28,6 +31,7 @@ ALLOWED = {
     (S.STAGED, S.NEEDS_REPAIR): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
     (S.BURN_IN, S.NEEDS_REPAIR): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
     (S.MAINTENANCE, S.NEEDS_REPAIR): {M.SYSTEM, M.OPERATOR, M.FLEET_FILE},
+    (S.ACCEPTED, S.NEEDS_REPAIR): {M.SYSTEM},
     (S.NEEDS_REPAIR, S.BURN_IN): {M.SYSTEM},
     (S.MAINTENANCE, S.BURN_IN): {M.SYSTEM},
     (S.ACCEPTED, S.IN_SERVICE): {M.OPERATOR, M.FLEET_FILE},
@@ -43,9 +47,10 @@ SYSTEM_CAUSES = {
     (S.STAGED, S.ACCEPTED): {C.CERTIFICATE_ISSUED},
     (S.BURN_IN, S.ACCEPTED): {C.CERTIFICATE_ISSUED},
     (S.ACCEPTED, S.BURN_IN): {C.CERTIFICATE_SUPERSEDED},
-    (S.STAGED, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION},
-    (S.BURN_IN, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION},
-    (S.MAINTENANCE, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION},
+    (S.STAGED, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION, C.FATAL_XID},
+    (S.BURN_IN, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION, C.FATAL_XID},
+    (S.MAINTENANCE, S.NEEDS_REPAIR): {C.FAILED_TOO_OFTEN, C.ISOLATION, C.FATAL_XID},
+    (S.ACCEPTED, S.NEEDS_REPAIR): {C.FATAL_XID},
     (S.NEEDS_REPAIR, S.BURN_IN): {C.REPAIR},
     (S.MAINTENANCE, S.BURN_IN): {C.REPAIR},
 }
@@ -79,6 +84,25 @@ def test_an_impossible_move_names_where_the_device_may_go():
 def test_the_table_has_one_row_per_pair():
     pairs = [(s, row.to) for row in TRANSITIONS for s in row.sources]
     assert len(pairs) == len(set(pairs))
+
+
+def test_a_fatal_xid_moves_a_burning_or_accepted_device_to_repair_but_never_one_in_service():
+    assert automatic_sources(S.NEEDS_REPAIR, C.FATAL_XID) == {S.STAGED, S.BURN_IN, S.MAINTENANCE, S.ACCEPTED}
+    assert refusal(S.IN_SERVICE, S.NEEDS_REPAIR, M.SYSTEM, C.FATAL_XID) is not None
+    # failing too often still moves only burning devices: an accepted one's certificate is superseded first
+    assert automatic_sources(S.NEEDS_REPAIR, C.FAILED_TOO_OFTEN) == {S.STAGED, S.BURN_IN, S.MAINTENANCE}
+    # only the service moves an accepted device to repair, and says when
+    why = refusal(S.ACCEPTED, S.NEEDS_REPAIR, M.OPERATOR, C.OPERATOR)
+    assert why is not None and "fatal Xid" in why
+
+
+def test_a_fatal_xid_is_automatic_and_behind_the_breaker():
+    assert C.FATAL_XID in AUTOMATIC_CAUSES and C.FATAL_XID in GUARDED_CAUSES
+
+
+def test_a_cause_the_service_never_moves_for_is_an_error():
+    with pytest.raises(ValueError, match="never moves"):
+        automatic_sources(S.IN_SERVICE, C.FATAL_XID)
 
 
 def test_needs_repair_is_not_burn_in_eligible():

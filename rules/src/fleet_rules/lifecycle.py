@@ -29,11 +29,12 @@ BREAKER_WINDOW = timedelta(hours=1)
 
 #: Automatic causes: only the system causes these, and the breaker guards those into `needs_repair`.
 AUTOMATIC_CAUSES: frozenset[TransitionCause] = frozenset(
-    {C.CERTIFICATE_ISSUED, C.CERTIFICATE_SUPERSEDED, C.FAILED_TOO_OFTEN, C.ISOLATION}
+    {C.CERTIFICATE_ISSUED, C.CERTIFICATE_SUPERSEDED, C.FAILED_TOO_OFTEN, C.ISOLATION, C.FATAL_XID}
 )
 #: The automatic moves the breaker guards: a wrong policy or a broken test would make every device
-#: of a class "broken hardware" at once.
-GUARDED_CAUSES: frozenset[TransitionCause] = frozenset({C.FAILED_TOO_OFTEN, C.ISOLATION})
+#: of a class "broken hardware" at once (and a driver or kernel bug could log a "fatal" Xid on all of
+#: them).
+GUARDED_CAUSES: frozenset[TransitionCause] = frozenset({C.FAILED_TOO_OFTEN, C.ISOLATION, C.FATAL_XID})
 
 
 @dataclass(frozen=True)
@@ -87,8 +88,17 @@ TRANSITIONS: tuple[Transition, ...] = (
         _BURNING,
         S.NEEDS_REPAIR,
         (Mover.SYSTEM, *_PEOPLE),
-        [C.FAILED_TOO_OFTEN, C.ISOLATION],
-        why="it failed too often since its last repair, or culprit isolation named it",
+        [C.FAILED_TOO_OFTEN, C.ISOLATION, C.FATAL_XID],
+        why="it failed too often since its last repair, culprit isolation named it, or its burn-in logged a fatal Xid",
+    ),
+    # A device accepted while its last job still ran: the job's health window logged a fatal Xid, so
+    # the acceptance stands on evidence the hardware has since contradicted. Only the service moves it.
+    _t(
+        [S.ACCEPTED],
+        S.NEEDS_REPAIR,
+        (Mover.SYSTEM,),
+        [C.FATAL_XID],
+        why="a burn-in of the device logged a fatal Xid",
     ),
     _t([S.NEEDS_REPAIR, S.MAINTENANCE], S.BURN_IN, (Mover.SYSTEM,), [C.REPAIR], why="a repair is recorded"),
     _t([S.ACCEPTED], S.IN_SERVICE, _PEOPLE, certificate=True, why="it goes into service"),
@@ -120,9 +130,11 @@ def transition_sources(to: DeviceState) -> frozenset[DeviceState]:
 
 
 def automatic_sources(to: DeviceState, cause: TransitionCause) -> frozenset[DeviceState]:
-    """The states the service moves a device from to `to` for `cause` (its row of the table)."""
-    (row,) = [r for r in TRANSITIONS if r.to == to and cause in r.causes]
-    return row.sources
+    """The states the service moves a device from to `to` for `cause` (its rows of the table)."""
+    rows = [r for r in TRANSITIONS if r.to == to and cause in r.causes]
+    if not rows:
+        raise ValueError(f"the service never moves a device to {to.value} for {cause.value}")
+    return frozenset(s for row in rows for s in row.sources)
 
 
 def refusal(source: DeviceState | str, to: DeviceState | str, mover: Mover, cause: TransitionCause) -> str | None:

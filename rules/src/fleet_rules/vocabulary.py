@@ -283,3 +283,23 @@ class SupersedeReason(Vocabulary):
     POLICY_CHANGED = "policy_changed"  # the device's policy has a new version
     RENEWED = "renewed"  # newer passing evidence replaced a deciding execution (a successor was issued)
     HARDWARE_CHANGED = "hardware_changed"  # the agent reported a fingerprint other than the one it binds
+
+
+# --- health evidence of a burn-in window (issue 29) ----------------------------------------------
+
+
+class HealthSource(Vocabulary):
+    """Where the agent read a burn-in window's kernel-logged GPU events."""
+
+    JOURNALCTL = "journalctl"  # `journalctl -k --since … --until …`
+    DMESG = "dmesg"  # `dmesg --time-format iso` (no journal)
+    SIMULATED = "simulated"  # the simulated executor
+
+
+class ThrottleReason(Vocabulary):
+    """A clock-throttle reason the driver reported during a job (`nvidia-smi`'s clocks event reasons)."""
+
+    HW_SLOWDOWN = "hw_slowdown"
+    HW_THERMAL_SLOWDOWN = "hw_thermal_slowdown"
+    HW_POWER_BRAKE_SLOWDOWN = "hw_power_brake_slowdown"
+    SW_THERMAL_SLOWDOWN = "sw_thermal_slowdown"

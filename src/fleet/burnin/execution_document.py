@@ -4,10 +4,28 @@ writes without going through the API)."""
 
 from __future__ import annotations
 
+import re
+from typing import Any
+
 from rest_framework import serializers
 
 from fleet.burnin.models import TestExecution
-from fleet.core.fields import MetricDisplayValueField, StrictCharField, StrictNumberField
+from fleet.core.fields import (
+    MetricDisplayValueField,
+    StrictCharField,
+    StrictChoiceField,
+    StrictDateTimeField,
+    StrictIntegerField,
+    StrictNumberField,
+    StrictRegexField,
+)
+from fleet_rules import health_evidence as health_rules
+from fleet_rules.vocabulary import HealthSource, ThrottleReason
+from fleet_rules.xid import XidKind
+
+#: A PCI address as the kernel log (`0000:3b:00`) or nvidia-smi (`00000000:3B:00.0`) writes it.
+PCI_BUS_ID_PATTERN = r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(\.[0-7])?$"
+COUNTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
 class MetricReadingSerializer(serializers.Serializer):
@@ -18,10 +36,84 @@ class MetricReadingSerializer(serializers.Serializer):
     statistics = serializers.DictField(child=StrictNumberField(allow_null=True), required=False)
 
 
+class HealthWindowSerializer(serializers.Serializer):
+    """The job's window the events were read for."""
+
+    since = StrictDateTimeField()
+    until = StrictDateTimeField()
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs["until"] < attrs["since"]:
+            raise serializers.ValidationError({"until": ["until is before since."]})
+        return attrs
+
+
+class XidEventSerializer(serializers.Serializer):
+    """One kernel-logged GPU (Xid) or NVSwitch (SXid) event of the window. `message` is the logged
+    text, kept as data (escaped wherever it is shown)."""
+
+    kind = StrictChoiceField(choices=XidKind.choices)
+    code = StrictIntegerField(min_value=0, max_value=health_rules.MAX_CODE)
+    pci_bus_id = StrictRegexField(PCI_BUS_ID_PATTERN, max_length=16, required=False, allow_null=True, default=None)
+    message = StrictCharField(required=False, allow_blank=True, default="", max_length=health_rules.MAX_MESSAGE)
+    at = StrictDateTimeField(required=False, allow_null=True, default=None)
+
+
+class CounterValuesField(serializers.DictField):
+    """ECC / row-remap counters by name (`ecc_uncorrected_aggregate`: 0): numbers, null where the
+    GPU does not say (N/A)."""
+
+    child = StrictNumberField(allow_null=True)
+    default_error_messages = {
+        "too_many": f"At most {health_rules.MAX_ECC_COUNTERS} counters.",
+        "bad_name": "Counter names are lower-case letters, digits and _ (at most 64), got {name!r}.",
+    }
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            if len(data) > health_rules.MAX_ECC_COUNTERS:
+                self.fail("too_many")
+            for name in data:
+                if not isinstance(name, str) or not COUNTER_NAME.match(name):
+                    self.fail("bad_name", name=str(name)[:80])
+        return super().to_internal_value(data)
+
+
+class HealthEccSerializer(serializers.Serializer):
+    """The device's ECC and row-remap counters read before and after the job (summed over GPUs)."""
+
+    before = CounterValuesField(required=False, default=dict)
+    after = CounterValuesField(required=False, default=dict)
+
+
+class ExecutionHealthSerializer(serializers.Serializer):
+    """Evidence of the execution's window: what the kernel logged, how the ECC counters moved, which
+    throttle reasons the driver reported (docs/burn-in.md, "Health evidence")."""
+
+    window = HealthWindowSerializer()
+    source = StrictChoiceField(choices=HealthSource.choices)
+    xid_events = XidEventSerializer(
+        many=True, required=False, default=list, max_length=health_rules.MAX_EVENTS, allow_empty=True
+    )
+    ecc = HealthEccSerializer(required=False, default=dict)
+    throttle_reasons_seen = serializers.ListField(
+        child=StrictChoiceField(choices=ThrottleReason.choices),
+        required=False,
+        default=list,
+        max_length=len(ThrottleReason),
+    )
+
+    def validate_throttle_reasons_seen(self, value: list[str]) -> list[str]:
+        if len(set(value)) != len(value):
+            raise serializers.ValidationError("Each throttle reason at most once.")
+        return value
+
+
 class TestExecutionSerializer(serializers.ModelSerializer):
     requirement = serializers.CharField(source="requirement.name")
     metrics = serializers.DictField(child=MetricReadingSerializer())
     parameters = serializers.JSONField()
+    health = ExecutionHealthSerializer(allow_null=True, read_only=True)
 
     class Meta:
         model = TestExecution
@@ -39,6 +131,7 @@ class TestExecutionSerializer(serializers.ModelSerializer):
             "error",
             "started_at",
             "finished_at",
+            "health",
             "created_at",
             "updated_at",
         ]

@@ -18,6 +18,7 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from fleet.burnin.health import fatal_xid_count, fatal_xids_judge
 from fleet.burnin.models import TestExecution
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Topology
@@ -26,7 +27,7 @@ from fleet.policies.models import Requirement
 from fleet_rules.vocabulary import FINISHED_EXECUTION_STATUSES, ExecutionStatus, RequirementScope
 
 #: Fields an agent may change by reporting again; everything else identifies the execution.
-MUTABLE_FIELDS = ("status", "parameters", "metrics", "error", "started_at", "finished_at", "job_id")
+MUTABLE_FIELDS = ("status", "parameters", "metrics", "error", "started_at", "finished_at", "job_id", "health")
 
 
 @dataclass(frozen=True)
@@ -42,12 +43,16 @@ class ExecutionReport:
     error: str
     started_at: datetime | None
     finished_at: datetime | None
+    #: The window's health evidence (validated, JSON-ready), or None: a report without one keeps
+    #: what is stored.
+    health: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
 class ReportOutcome:
     execution: TestExecution
     created: bool
+    changed: tuple[str, ...] = ()  # the fields an update changed
 
 
 def next_updated_at(previous: datetime | None, now: datetime) -> datetime:
@@ -145,6 +150,8 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
     target = _target(report)
     site_id = target.site_id
     ensure_site_allowed(actor, site_id)
+    if report.health is not None and target.device is None:
+        raise ValidationError({"health": ["Health evidence belongs to a single device's execution, not a topology's."]})
 
     existing = TestExecution.objects.select_for_update().filter(id=execution_id).first()
     if existing is None:
@@ -167,6 +174,8 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
             finished_at=report.finished_at,
             reported_by=reported_by,
             diagnostic=is_diagnostic_job(job),
+            health=report.health,
+            fatal_xids=fatal_xid_count(report.health),
             created_at=now,
             updated_at=now,
         )
@@ -177,8 +186,13 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
             # Another report of the same id won the race; apply ours as an update.
             existing = TestExecution.objects.select_for_update().get(id=execution_id)
         else:
+            if report.health is not None:
+                fatal_xids_judge(execution)
             return ReportOutcome(execution, created=True)
-    return _update(existing, report, target)
+    outcome = _update(existing, report, target)
+    if "health" in outcome.changed:
+        fatal_xids_judge(outcome.execution)
+    return outcome
 
 
 def _update(execution: TestExecution, report: ExecutionReport, target: ReportTarget) -> ReportOutcome:
@@ -206,15 +220,21 @@ def _update(execution: TestExecution, report: ExecutionReport, target: ReportTar
         "started_at": report.started_at,
         "finished_at": report.finished_at,
         "job_id": report.job_id,
+        # evidence once stored is replaced by newer evidence, never erased by a report without any
+        "health": execution.health if report.health is None else report.health,
     }
     changed = [name for name in MUTABLE_FIELDS if getattr(execution, name) != wanted[name]]
     if not changed:
         return ReportOutcome(execution, created=False)
     for name in changed:
         setattr(execution, name, wanted[name])
+    fields = [*changed, "updated_at"]
+    if "health" in changed:
+        execution.fatal_xids = fatal_xid_count(execution.health)
+        fields.append("fatal_xids")
     execution.updated_at = next_updated_at(execution.updated_at, timezone.now())
-    execution.save(update_fields=[*changed, "updated_at"])
-    return ReportOutcome(execution, created=False)
+    execution.save(update_fields=fields)
+    return ReportOutcome(execution, created=False, changed=tuple(changed))
 
 
 def executions_abandon(job_ids: Sequence[UUID], error: str) -> int:

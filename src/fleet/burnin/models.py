@@ -42,6 +42,14 @@ class TestExecution(models.Model):
         help_text="Run by a culprit-isolation round (its job says so): evidence for the diagnosis only, never a "
         "target's latest execution.",
     )
+    #: The burn-in window's health evidence (the report's `health` object, as validated: Xid/SXid
+    #: events, ECC counters before and after, throttle reasons seen); null for executions without one.
+    health = models.JSONField(null=True, blank=True)
+    fatal_xids = models.PositiveIntegerField(
+        default=0,
+        db_default=0,
+        help_text="How many of `health`'s events the fatal Xid table (fleet_rules.xid) named when it was reported.",
+    )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
 
@@ -49,6 +57,9 @@ class TestExecution(models.Model):
         ordering = ["-created_at", "id"]
         constraints = [
             choices_check("status", ExecutionStatus, "burnin_execution_status_valid"),
+            models.CheckConstraint(
+                condition=Q(health__isnull=True) | Q(device__isnull=False), name="burnin_execution_health_on_device"
+            ),
             models.CheckConstraint(
                 condition=Q(device__isnull=False, topology__isnull=True)
                 | Q(device__isnull=True, topology__isnull=False),
@@ -76,6 +87,14 @@ class TestExecution(models.Model):
             # The pending-evaluation feed pages finished executions by (updated_at, id).
             models.Index(fields=["site", "updated_at", "id"], name="burnin_exec_feed_idx"),
             models.Index(fields=["job"], name="burnin_exec_job_idx"),
+            # A device's health reports, newest first (device page, evidence pack).
+            models.Index(
+                F("device"),
+                F("created_at").desc(),
+                F("id").desc(),
+                condition=Q(health__isnull=False),
+                name="burnin_exec_health_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -1,7 +1,7 @@
 """Recording a repair: the device leaves `needs_repair` (or maintenance) for `burn_in`, its
 attempts before the repair stop counting, and its re-burn-in is dispatched through the standard
 job path (every requirement again by default: a repaired device proves everything). Closing a
-circuit breaker re-judges the moves it held."""
+circuit breaker re-judges the moves it held (failed too often, or a fatal Xid)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.inventory.models import Device, Site
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
-from fleet.lifecycle.services import Guarded, device_transition
+from fleet.lifecycle.services import AutomaticMove, Guarded, device_transition, guarded_repair_moves_apply
 from fleet_rules import lifecycle as rules
 from fleet_rules.vocabulary import DeviceState, Mover, PlanningMode, RepairRerun, TransitionCause
 
@@ -93,6 +93,22 @@ def breaker_reset(*, site: Site, resource_class: str, actor: str, reason: str) -
         device__resource_class=resource_class,
         at__gte=breaker.opened_at,
         device__state__in=[s.value for s in rules.transition_sources(DeviceState.NEEDS_REPAIR)],
-    ).values_list("device_id", "refs")
-    pairs = {(device_id, UUID(refs["requirement_id"])) for device_id, refs in held if refs.get("requirement_id")}
-    return Reset(breaker, failed_targets_judge(pairs))
+    ).values_list("device_id", "refs", "reason")
+    pairs = {(device_id, UUID(refs["requirement_id"])) for device_id, refs, _ in held if refs.get("requirement_id")}
+    rejudged = failed_targets_judge(pairs)
+    # A fatal Xid stays a fact: the moves the breaker held for one go through now (behind the closed breaker).
+    fatal = [
+        AutomaticMove(
+            device_id,
+            DeviceState.NEEDS_REPAIR,
+            TransitionCause.FATAL_XID,
+            reason,
+            {k: v for k, v in refs.items() if k != "held_cause"},
+        )
+        for device_id, refs, reason in held
+        if refs.get("held_cause") == TransitionCause.FATAL_XID.value
+    ]
+    if fatal:
+        more = guarded_repair_moves_apply(fatal)
+        rejudged = Guarded(rejudged.moved + more.moved, rejudged.held + more.held, rejudged.opened + more.opened)
+    return Reset(breaker, rejudged)

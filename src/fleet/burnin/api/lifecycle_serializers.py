@@ -93,11 +93,13 @@ class RepairQueueEntrySerializer(serializers.Serializer):
     serial = serializers.CharField()
     resource_class = serializers.CharField()
     since = serializers.DateTimeField(help_text="When it went to needs_repair.")
-    cause = serializers.CharField(help_text="failed_too_often, isolation, operator or fleet_file.")
+    cause = serializers.CharField(help_text="failed_too_often, isolation, fatal_xid, operator or fleet_file.")
     reason = serializers.CharField()
     requirement = serializers.CharField(allow_null=True)
     failures = serializers.IntegerField(allow_null=True, help_text="Failures since its last repair.")
-    execution_id = serializers.UUIDField(allow_null=True, help_text="The failing execution that sent it.")
+    execution_id = serializers.UUIDField(
+        allow_null=True, help_text="The failing execution that sent it (for fatal_xid: the one whose window logged it)."
+    )
     measured = serializers.CharField(allow_null=True, help_text="That execution's failing rule: measured vs threshold.")
 
 

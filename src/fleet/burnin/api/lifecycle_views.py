@@ -171,7 +171,8 @@ class RepairQueueView(APIView):
         summary="Devices waiting for repair",
         description=(
             "Devices of the site in needs_repair, oldest first: since when, why (the requirement, its failures "
-            "since the last repair and the failing rule of the execution that sent it, or the isolation finding)."
+            "since the last repair and the failing rule of the execution that sent it, the isolation finding, or the "
+            "fatal Xid its burn-in logged)."
         ),
         parameters=[SITE_ID, LIMIT],
         responses={200: s.RepairQueueSerializer, **error_responses(400, 401, 403, 404)},

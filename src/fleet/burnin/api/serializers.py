@@ -13,7 +13,7 @@ from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
-from fleet.burnin.execution_document import MetricReadingSerializer, TestExecutionSerializer
+from fleet.burnin.execution_document import ExecutionHealthSerializer, MetricReadingSerializer, TestExecutionSerializer
 from fleet.core.errors import flatten_field_errors
 from fleet.core.fields import (
     JSONObjectField,
@@ -179,6 +179,16 @@ class TestExecutionReportSerializer(serializers.Serializer):
     error = StrictCharField(required=False, allow_blank=True, default="", max_length=10000)
     started_at = StrictDateTimeField(required=False, allow_null=True, default=None)
     finished_at = StrictDateTimeField(required=False, allow_null=True, default=None)
+    health = ExecutionHealthSerializer(
+        required=False,
+        default=None,
+        allow_null=True,
+        help_text=(
+            "Single-node executions only: the burn-in window's kernel-logged Xid/SXid events, ECC counters "
+            "before and after, throttle reasons seen. Once stored it is replaced by a report that carries "
+            "another one, never erased by one that carries none. A fatal Xid moves the device to needs_repair."
+        ),
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         problems: dict[str, list[str]] = {}
@@ -186,6 +196,8 @@ class TestExecutionReportSerializer(serializers.Serializer):
             problems["requirement"] = ["Give the requirement name, or the test."]
         if bool(attrs.get("device_id")) == bool(attrs.get("topology_id")):
             problems["device_id"] = ["Give exactly one of device_id (single-node) and topology_id (multi-node)."]
+        if attrs.get("health") is not None and attrs.get("topology_id"):
+            problems["health"] = ["Health evidence belongs to a single device's execution, not a topology's."]
         started, finished = attrs.get("started_at"), attrs.get("finished_at")
         if started and finished and finished < started:
             problems["finished_at"] = ["finished_at is before started_at."]
@@ -194,6 +206,9 @@ class TestExecutionReportSerializer(serializers.Serializer):
         if problems:
             raise ValidationError(problems)
         attrs["metrics"] = _plain(attrs["metrics"])
+        if attrs.get("health") is not None:
+            # stored as JSON in the shape the API returns it (times as ISO 8601 strings)
+            attrs["health"] = _plain(ExecutionHealthSerializer(attrs["health"]).data)
         return attrs
 
 

@@ -1,0 +1,134 @@
+"""What a burn-in window's health evidence says: which of its kernel-logged Xid/SXid events condemn
+the hardware (`fleet_rules.xid`), the sentence that sends a device to repair for them, and the ECC
+counters before and after the job with their deltas.
+
+The evidence is the `health` object of an execution report (docs/burn-in.md, "Health evidence"),
+stored as the service validated it: times are ISO 8601 strings. Pure: no Django.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from fleet_rules.xid import FATAL_SXID, FATAL_XID, XidKind, is_fatal
+
+__all__ = ["EccRow", "XidEvent", "ecc_rows", "fatal_events", "fatal_reason", "xid_events"]
+
+#: How many events one report may carry, and how long each message may be: a window that logged
+#: more is a device in trouble whatever the rest says, and the first thousand prove it.
+MAX_EVENTS = 1000
+MAX_MESSAGE = 1000
+#: Xid and SXid codes are small integers (Xid ≤ ~200 today, SXid five digits).
+MAX_CODE = 99_999
+MAX_ECC_COUNTERS = 64
+
+
+@dataclass(frozen=True, slots=True)
+class XidEvent:
+    """One kernel-logged event of the window, as the agent reported it."""
+
+    kind: XidKind
+    code: int
+    pci_bus_id: str | None
+    message: str
+    at: datetime | None
+
+    @property
+    def fatal(self) -> bool:
+        return is_fatal(self.kind, self.code)
+
+    @property
+    def meaning(self) -> str | None:
+        """What the fatal table says the code means (None for a code it does not list)."""
+        entry = (FATAL_XID if self.kind is XidKind.XID else FATAL_SXID).get(self.code)
+        return entry.meaning if entry is not None else None
+
+    @property
+    def label(self) -> str:
+        return f"{'Xid' if self.kind is XidKind.XID else 'SXid'} {self.code}"
+
+    def sentence(self) -> str:
+        """`Xid 79 (GPU has fallen off the bus) on 0000:3b:00 at 2026-12-03T14:02:11Z`: the table's
+        words, never the logged message (text from a machine under test is not a reason)."""
+        said = self.label
+        if self.meaning:
+            said += f" ({self.meaning})"
+        if self.pci_bus_id:
+            said += f" on {self.pci_bus_id}"
+        if self.at is not None:
+            said += f" at {_iso(self.at)}"
+        return said
+
+
+def _iso(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def _time(value: Any) -> datetime | None:
+    if isinstance(value, datetime):
+        return value
+    if isinstance(value, str) and value:
+        return datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return None
+
+
+def xid_events(health: Mapping[str, Any] | None) -> list[XidEvent]:
+    """The window's events in the order reported."""
+    if not health:
+        return []
+    return [
+        XidEvent(
+            XidKind(e["kind"]),
+            int(e["code"]),
+            e.get("pci_bus_id") or None,
+            e.get("message") or "",
+            _time(e.get("at")),
+        )
+        for e in health.get("xid_events") or []
+    ]
+
+
+def fatal_events(health: Mapping[str, Any] | None) -> list[XidEvent]:
+    """The events that condemn the hardware, earliest first (an event without a time last)."""
+    fatal = [e for e in xid_events(health) if e.fatal]
+    return sorted(fatal, key=lambda e: (e.at is None, e.at or datetime.min))
+
+
+def fatal_reason(fatal: Sequence[XidEvent]) -> str:
+    """The reason of the move to repair: the first fatal event in words, and how many more."""
+    if not fatal:
+        return ""
+    more = len(fatal) - 1
+    tail = f" (and {more} more fatal event{'s' if more != 1 else ''})" if more else ""
+    return f"{fatal[0].sentence()} during its burn-in{tail}"
+
+
+@dataclass(frozen=True, slots=True)
+class EccRow:
+    """One ECC or row-remap counter before and after the job; `delta` when both are numbers."""
+
+    metric: str
+    before: float | int | None
+    after: float | int | None
+
+    @property
+    def delta(self) -> float | int | None:
+        if isinstance(self.before, (int, float)) and isinstance(self.after, (int, float)):
+            return self.after - self.before
+        return None
+
+    @property
+    def grew(self) -> bool:
+        delta = self.delta
+        return delta is not None and delta > 0
+
+
+def ecc_rows(health: Mapping[str, Any] | None) -> list[EccRow]:
+    """Every counter read before or after the job, by name."""
+    ecc = (health or {}).get("ecc") or {}
+    before: Mapping[str, Any] = ecc.get("before") or {}
+    after: Mapping[str, Any] = ecc.get("after") or {}
+    return [EccRow(name, before.get(name), after.get(name)) for name in sorted(set(before) | set(after))]
