@@ -267,10 +267,83 @@ def _executions(fleet, requirement, count: int, **target) -> None:
     evaluate_now(*(fleet.execution(requirement, metrics=bad_diag(1 + i % 3), **target) for i in range(count)))
 
 
+def window(*codes: int, message: str = "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.") -> dict:
+    """Health evidence as the API stores it."""
+    return {
+        "window": {"since": "2026-11-30T10:00:00Z", "until": "2026-11-30T10:30:00Z"},
+        "source": "journalctl",
+        "xid_events": [
+            {"kind": "xid", "code": c, "pci_bus_id": "0000:3b:00", "message": message, "at": "2026-11-30T10:12:00Z"}
+            for c in codes
+        ],
+        "ecc": {"before": {"ecc_uncorrected_aggregate": 1}, "after": {"ecc_uncorrected_aggregate": 3}},
+        "throttle_reasons_seen": ["hw_slowdown"],
+    }
+
+
+@pytest.fixture
+def health_requirement(failed, fleet):
+    policy = failed[4].policy
+    return fleet.requirement(
+        policy,
+        "gpu-health-window",
+        test="health-window",
+        thresholds=[{"metric": "xid_fatal_count", "comparator": "eq", "threshold": 0}],
+    )
+
+
+def test_a_fatal_xid_is_in_the_pack_and_the_pack_still_verifies(failed, fleet, health_requirement, viewer, tmp_path):
+    site, satellite, device, *_ = failed
+    quiet = fleet.execution(health_requirement, device=device, health=window(13), metrics={"xid_fatal_count": {"value": 0}})
+    fatal = fleet.execution(
+        health_requirement, device=device, health=window(13, 79, message=HOSTILE), metrics={"xid_fatal_count": {"value": 1}}
+    )
+    assert Device.objects.get(id=device.id).state == "needs_repair"
+    pack = viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/").content
+    assert independent_verify(pack, viewer.get("/api/v1/certificates/keys/").json())
+    (tmp_path / "pack.zip").write_bytes(pack)
+    assert verify_command(str(tmp_path / "pack.zip"))[0] == 0
+
+    files = members(pack)
+    manifest = json.loads(files["manifest.json"])
+    assert manifest["health"]["count"] == 2 and manifest["limits"]["health_reports"] == 20
+    newest, older = manifest["health"]["reports"]
+    assert (newest["execution_id"], older["execution_id"]) == (str(fatal.id), str(quiet.id))
+    assert newest["requirement"] == "gpu-health-window" and newest["xid_events"] == 2
+    assert newest["fatal_events"] == [
+        {
+            "kind": "xid",
+            "code": 79,
+            "meaning": "GPU has fallen off the bus",
+            "pci_bus_id": "0000:3b:00",
+            "at": "2026-11-30T10:12:00.000000Z",
+            "message": HOSTILE,
+        }
+    ]
+    assert older["fatal_events"] == []
+    assert newest["window"] == {"since": "2026-11-30T10:00:00.000000Z", "until": "2026-11-30T10:30:00.000000Z"}
+    assert newest["ecc"] == [{"counter": "ecc_uncorrected_aggregate", "before": 1, "after": 3, "delta": 2}]
+    assert newest["throttle_reasons_seen"] == ["hw_slowdown"]
+    # the execution's whole health object travels in its file, listed and hashed like every other
+    execution_file = json.loads(files[newest["file"]])
+    assert execution_file["health"]["xid_events"][1]["message"] == HOSTILE
+    assert newest["file"] in {f["path"] for f in manifest["files"]}
+    # the history says which Xid moved it
+    moved = manifest["state_history"]["changes"][0]
+    assert moved["cause"] == "fatal_xid" and moved["reason"].startswith("Xid 79 (GPU has fallen off the bus)")
+    assert moved["refs"]["execution"] == str(fatal.id)
+    # hostile text only inside JSON strings: never a file name
+    assert all(name == "manifest.json" or name == "manifest.sig" or name.startswith("executions/") for name in files)
+
+
 @pytest.mark.parametrize("extra", [0, 28])
-def test_building_a_pack_costs_the_same_queries_whatever_the_number_of_executions(failed, fleet, extra, request):
+def test_building_a_pack_costs_the_same_queries_whatever_the_number_of_executions(
+    failed, fleet, health_requirement, extra, request
+):
     site, satellite, device, rack, diag, nccl = failed
     _executions(fleet, diag, extra, device=device)
+    for _ in range(1 + extra):
+        fleet.execution(health_requirement, device=device, health=window(13), metrics={"xid_fatal_count": {"value": 0}})
     for _ in range(extra):
         DeviceStateChange.objects.create(
             device=device, from_state="burn_in", to_state="maintenance", at=timezone.now(), actor="x", cause="operator"
@@ -282,10 +355,11 @@ def test_building_a_pack_costs_the_same_queries_whatever_the_number_of_execution
     node = next(t for t in manifest["targets"] if t["requirement"]["name"] == "gpu-diag")
     assert node["attempts"]["count"] == 2 + extra
     assert node["attempts"]["included"] == min(2 + extra, 20)  # the newest 20 a target, documented
-    assert len(manifest["files"]) == min(2 + extra, 20) + 1
-    # Held equal at both sizes (9: device, topologies, policy, rows, thresholds, executions,
-    # history, repairs, the signing key's publication).
-    assert len(queries) == 9, [q["sql"][:120] for q in queries.captured_queries]
+    assert manifest["health"]["count"] == 1 + extra and len(manifest["health"]["reports"]) == min(1 + extra, 20)
+    assert len(manifest["files"]) == min(2 + extra, 20) + 1 + min(1 + extra, 20)
+    # Held equal at both sizes (10: device, topologies, policy, rows, thresholds, executions,
+    # history, repairs, health reports, the signing key's publication).
+    assert len(queries) == 10, [q["sql"][:120] for q in queries.captured_queries]
 
 
 def test_who_may_fetch_a_pack(failed, viewer, api, bearer, session_client, fleet):

@@ -25,6 +25,7 @@ from uuid import UUID
 from fleet_rules.canonical import canonical_json
 from fleet_rules.certificates import timestamp
 from fleet_rules.evidence import measured
+from fleet_rules.health_evidence import health_read
 from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 #: The `format` member of every manifest; a verifier refuses any other.
@@ -45,6 +46,7 @@ class Limits:
     executions_per_target: int = 20
     history: int = 500
     repairs: int = 100
+    health_reports: int = 20
 
 
 @dataclass(frozen=True)
@@ -130,6 +132,51 @@ class FailingTarget:
     #: Attempts under the current policy version, all of them; `executions` holds the newest few.
     attempts: int
     executions: Sequence[ExecutionFacts]  # newest first
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    """An execution of the device that carried health evidence of its burn-in window (the stored
+    `health` object: Xid/SXid events, ECC counters before and after, throttle reasons seen)."""
+
+    execution_id: UUID
+    requirement: str
+    reported_at: datetime
+    health: Mapping[str, Any]
+
+
+def _health_time(value: Any) -> str | None:
+    if not value:
+        return None
+    return timestamp(datetime.fromisoformat(str(value).replace("Z", "+00:00")))
+
+
+def _health(report: HealthReport) -> dict[str, Any]:
+    read = health_read(report.health)
+    assert read is not None
+    window = report.health.get("window") or {}
+    return {
+        "execution_id": str(report.execution_id),
+        "file": execution_path(report.execution_id),
+        "requirement": report.requirement,
+        "reported_at": timestamp(report.reported_at),
+        "window": {"since": _health_time(window.get("since")), "until": _health_time(window.get("until"))},
+        "source": read.source,
+        "xid_events": len(read.events),
+        "fatal_events": [
+            {
+                "kind": e.kind.value,
+                "code": e.code,
+                "meaning": e.meaning,
+                "pci_bus_id": e.pci_bus_id,
+                "at": timestamp(e.at),
+                "message": e.message,
+            }
+            for e in read.fatal
+        ],
+        "ecc": [{"counter": c.metric, "before": c.before, "after": c.after, "delta": c.delta} for c in read.ecc],
+        "throttle_reasons_seen": list(report.health.get("throttle_reasons_seen") or []),
+    }
 
 
 def execution_path(execution_id: UUID) -> str:
@@ -277,6 +324,8 @@ def manifest(
     generated_at: datetime,
     generated_by: str,
     limits: Limits,
+    health: Sequence[HealthReport] = (),
+    health_total: int = 0,
 ) -> dict[str, Any]:
     """The manifest as the JSON value that is canonicalised and signed. `files` are the pack's
     other files (path → bytes), listed with their SHA-256; `history` and `repairs` newest first."""
@@ -332,10 +381,12 @@ def manifest(
             ],
         },
         "targets": [_target(t) for t in sorted(targets, key=lambda t: (t.requirement, str(t.target_id)))],
+        "health": {"count": health_total, "reports": [_health(h) for h in health]},
         "limits": {
             "executions_per_target": limits.executions_per_target,
             "history": limits.history,
             "repairs": limits.repairs,
+            "health_reports": limits.health_reports,
         },
         "files": [
             {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}

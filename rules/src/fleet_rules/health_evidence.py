@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from fleet_rules.vocabulary import ThrottleReason
 from fleet_rules.xid import FATAL_SXID, FATAL_XID, XidKind, is_fatal
 
-__all__ = ["EccRow", "XidEvent", "ecc_rows", "fatal_events", "fatal_reason", "xid_events"]
+__all__ = ["EccRow", "HealthRead", "XidEvent", "ecc_rows", "fatal_events", "fatal_reason", "health_read", "xid_events"]
 
 #: How many events one report may carry, and how long each message may be: a window that logged
 #: more is a device in trouble whatever the rest says, and the first thousand prove it.
@@ -132,3 +133,43 @@ def ecc_rows(health: Mapping[str, Any] | None) -> list[EccRow]:
     before: Mapping[str, Any] = ecc.get("before") or {}
     after: Mapping[str, Any] = ecc.get("after") or {}
     return [EccRow(name, before.get(name), after.get(name)) for name in sorted(set(before) | set(after))]
+
+
+#: The throttle reasons in people's words.
+THROTTLE_WORDS: Mapping[ThrottleReason, str] = {
+    ThrottleReason.HW_SLOWDOWN: "hardware slowdown",
+    ThrottleReason.HW_THERMAL_SLOWDOWN: "hardware thermal slowdown",
+    ThrottleReason.HW_POWER_BRAKE_SLOWDOWN: "hardware power brake slowdown",
+    ThrottleReason.SW_THERMAL_SLOWDOWN: "software thermal slowdown",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HealthRead:
+    """What a page shows of one execution's health evidence."""
+
+    since: datetime | None
+    until: datetime | None
+    source: str
+    events: list[XidEvent]
+    ecc: list[EccRow]
+    throttle_reasons: list[str]  # in words
+
+    @property
+    def fatal(self) -> list[XidEvent]:
+        return [e for e in self.events if e.fatal]
+
+
+def health_read(health: Mapping[str, Any] | None) -> HealthRead | None:
+    """The stored evidence for a page (None when the execution has none)."""
+    if health is None:
+        return None
+    window = health.get("window") or {}
+    return HealthRead(
+        _time(window.get("since")),
+        _time(window.get("until")),
+        str(health.get("source") or ""),
+        xid_events(health),
+        ecc_rows(health),
+        [THROTTLE_WORDS.get(ThrottleReason(r), r) for r in health.get("throttle_reasons_seen") or []],
+    )

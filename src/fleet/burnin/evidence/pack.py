@@ -4,8 +4,9 @@ zip it in memory.
 
 Bounded whatever the device's past: the newest `Limits.executions_per_target` attempts of each
 failing target (the count of all of them is in the manifest), the newest `Limits.history` state
-changes and `Limits.repairs` repairs. Nine queries (tests/burnin/test_evidence_pack.py holds the
-count equal for a device with 2 and with 30 executions a target)."""
+changes, `Limits.repairs` repairs and `Limits.health_reports` executions with health evidence. Ten
+queries (tests/burnin/test_evidence_pack.py holds the count equal for a device with 2 and with 30
+executions a target)."""
 
 from __future__ import annotations
 
@@ -79,6 +80,17 @@ def _repairs(device: Device, limits: rules.Limits) -> tuple[list[rules.RepairRec
         for r in newest
     ]
     return repairs, newest[0].total if newest else 0
+
+
+def _health(device: Device, limits: rules.Limits) -> tuple[list[TestExecution], int]:
+    """The device's newest executions that carried health evidence of their window (one query)."""
+    newest = list(
+        TestExecution.objects.filter(device=device, health__isnull=False)
+        .select_related("requirement")
+        .annotate(total=Window(Count("id")))
+        .order_by("-created_at", "-id")[: limits.health_reports]
+    )
+    return newest, newest[0].total if newest else 0  # type: ignore[attr-defined]
 
 
 def _executions(
@@ -172,6 +184,7 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
     executions, totals = _executions(rows, since, limits)
     history, history_total = _changes(device, limits)
     repairs, repairs_total = _repairs(device, limits)
+    health, health_total = _health(device, limits)
 
     by_target: dict[tuple[UUID, UUID], list[TestExecution]] = {}
     for execution in executions:
@@ -200,7 +213,7 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
                 executions=[_facts(e) for e in attempts],
             )
         )
-    files = {rules.execution_path(e.id): execution_file(e) for e in executions}
+    files = {rules.execution_path(e.id): execution_file(e) for e in [*executions, *health]}
     document = rules.manifest(
         device=rules.PackDevice(
             device.id,
@@ -224,6 +237,8 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
         generated_at=timezone.now(),
         generated_by=generated_by,
         limits=limits,
+        health=[rules.HealthReport(e.id, e.requirement.name, e.created_at, e.health or {}) for e in health],
+        health_total=health_total,
     )
     manifest = rules.canonical(document)
     key = signing_key()

@@ -26,6 +26,7 @@ from fleet.lifecycle.reads import DeviceLifecycle, device_lifecycle
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import AttemptSummary
 from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
+from fleet_rules.health_evidence import XidEvent, fatal_events
 from fleet_rules.jobs import JobOutcome
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
@@ -192,11 +193,38 @@ class DevicePageRead:
     diagnoses: list[DeviceDiagnosis]
     outliers: list[tuple[Group, float]]  # the groups the device is an outlier in, with its robust z
     lifecycle: DeviceLifecycle  # its newest state changes and repairs
+    fatal_health: list[FatalHealth]  # its newest burn-in windows that logged a fatal Xid
+
+
+#: How many of a device's windows with a fatal Xid its page lists.
+FATAL_HEALTH_SHOWN = 5
+
+
+@dataclass(frozen=True)
+class FatalHealth:
+    """A burn-in window of the device that logged a fatal Xid: the execution and its fatal events."""
+
+    execution_id: UUID
+    requirement: str
+    reported_at: datetime
+    fatal: list[XidEvent]
+
+
+def device_fatal_health(device_id: UUID) -> list[FatalHealth]:
+    """The device's newest executions whose health evidence holds a fatal Xid (one query, bounded)."""
+    rows = (
+        TestExecution.objects.filter(device_id=device_id, health__isnull=False, fatal_xids__gt=0)
+        .select_related("requirement")
+        .only("id", "created_at", "health", "requirement__name")
+        .order_by("-created_at", "-id")[:FATAL_HEALTH_SHOWN]
+    )
+    return [FatalHealth(e.id, e.requirement.name, e.created_at, fatal_events(e.health)) for e in rows]
 
 
 def device_page(slug: str, hostname: str, *, with_certificates: bool) -> DevicePageRead:
     """The device page: the site, the device's detail (eight queries), its certificates (one, when
-    asked), attempts (two), diagnoses (one), outliers (three) and lifecycle (two)."""
+    asked), attempts (two), diagnoses (one), outliers (three), lifecycle (two) and its windows with
+    a fatal Xid (one)."""
     site = site_by_slug(slug)
     detail = device_detail(site, hostname)
     device = detail.device
@@ -208,4 +236,5 @@ def device_page(slug: str, hostname: str, *, with_certificates: bool) -> DeviceP
         diagnoses=site_diagnoses(site=site, device_id=device.id),
         outliers=device_outliers(site_outlier_groups(site=site, resource_class=device.resource_class), device.id),
         lifecycle=device_lifecycle(device.id),
+        fatal_health=device_fatal_health(device.id),
     )

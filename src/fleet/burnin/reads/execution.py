@@ -13,6 +13,7 @@ from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Site
 from fleet.policies.models import ThresholdRule
 from fleet_rules.evidence import RuleOutcome, rule_outcomes
+from fleet_rules.health_evidence import HealthRead, health_read
 from fleet_rules.readable import metric_unit, outcome_text
 from fleet_rules.resolution import Resolution, Rule, resolve
 
@@ -37,6 +38,11 @@ class ExecutionEvidence:
     extra_outcomes: list[RuleOutcome]  # in the evaluation, but no longer in the resolution
     policy_version: int
     evaluation_is_current: bool
+
+    @property
+    def health(self) -> HealthRead | None:
+        """The window's health evidence (Xid events, ECC counters, throttle reasons), if reported."""
+        return health_read(self.execution.health)
 
     @property
     def target(self) -> str:

@@ -121,8 +121,9 @@ def duration(seconds: float | None) -> str:
 
 @register.filter
 def margin(share: float | None) -> str:
-    """`−18.6 %` / `+5.0 %`: how far a value cleared or missed its threshold."""
-    return readable.margin(share)
+    """`−18.6 %` / `+5.0 %`: how far a value cleared or missed its threshold ("" for a rule with no
+    outcome: the template hands an unresolved `outcome.margin` over as "")."""
+    return readable.margin(share if isinstance(share, (int, float)) else None)
 
 
 @register.filter
