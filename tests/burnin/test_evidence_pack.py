@@ -294,9 +294,14 @@ def health_requirement(failed, fleet):
 
 def test_a_fatal_xid_is_in_the_pack_and_the_pack_still_verifies(failed, fleet, health_requirement, viewer, tmp_path):
     site, satellite, device, *_ = failed
-    quiet = fleet.execution(health_requirement, device=device, health=window(13), metrics={"xid_fatal_count": {"value": 0}})
+    quiet = fleet.execution(
+        health_requirement, device=device, health=window(13), metrics={"xid_fatal_count": {"value": 0}}
+    )
     fatal = fleet.execution(
-        health_requirement, device=device, health=window(13, 79, message=HOSTILE), metrics={"xid_fatal_count": {"value": 1}}
+        health_requirement,
+        device=device,
+        health=window(13, 79, message=HOSTILE),
+        metrics={"xid_fatal_count": {"value": 1}},
     )
     assert Device.objects.get(id=device.id).state == "needs_repair"
     pack = viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/").content

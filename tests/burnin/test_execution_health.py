@@ -278,9 +278,7 @@ def test_an_accepted_device_goes_to_repair_and_one_in_service_stays(bearer, sett
 
 def test_the_open_breaker_holds_the_move_and_closing_it_lets_it_through(bearer, setting):
     device, _, _ = setting
-    Breaker.objects.create(
-        site=device.site, resource_class=RC, opened_at=device.enrolled_at, detail="tripped earlier"
-    )
+    Breaker.objects.create(site=device.site, resource_class=RC, opened_at=device.enrolled_at, detail="tripped earlier")
     response = bearer(["test-execution:report"]).put(
         URL.format(uuid.uuid4()), report(device, health(event(79))), format="json"
     )

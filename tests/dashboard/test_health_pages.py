@@ -17,7 +17,9 @@ SCRIPT = "<script>alert('xid')</script>"
 HOSTILE = f'{SCRIPT} =HYPERLINK("http://evil.example") \x1b[31mred <b>bold</b>'
 
 
-def xid(code: int, *, message: str = "NVRM: Xid", pci: str | None = "0000:3b:00", at: str | None = "2026-11-30T10:12:00Z"):
+def xid(
+    code: int, *, message: str = "NVRM: Xid", pci: str | None = "0000:3b:00", at: str | None = "2026-11-30T10:12:00Z"
+):
     return {"kind": "xid", "code": code, "pci_bus_id": pci, "message": message, "at": at}
 
 
@@ -49,7 +51,9 @@ def health_site(fleet):
 
 
 def report(fleet, requirement, device, *events: dict):
-    return fleet.execution(requirement, device=device, health=window(*events), metrics={"xid_fatal_count": {"value": 0}})
+    return fleet.execution(
+        requirement, device=device, health=window(*events), metrics={"xid_fatal_count": {"value": 0}}
+    )
 
 
 def test_the_execution_page_shows_the_events_escaped_the_counters_and_the_throttle_reasons(fleet, health_site, person):

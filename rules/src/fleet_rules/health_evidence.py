@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from fleet_rules.vocabulary import ThrottleReason
@@ -95,7 +95,7 @@ def xid_events(health: Mapping[str, Any] | None) -> list[XidEvent]:
 def fatal_events(health: Mapping[str, Any] | None) -> list[XidEvent]:
     """The events that condemn the hardware, earliest first (an event without a time last)."""
     fatal = [e for e in xid_events(health) if e.fatal]
-    return sorted(fatal, key=lambda e: (e.at is None, e.at or datetime.min))
+    return sorted(fatal, key=lambda e: (e.at is None, e.at or datetime.min.replace(tzinfo=UTC)))
 
 
 def fatal_reason(fatal: Sequence[XidEvent]) -> str:

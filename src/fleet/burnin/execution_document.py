@@ -91,9 +91,10 @@ class ExecutionHealthSerializer(serializers.Serializer):
     throttle reasons the driver reported (docs/burn-in.md, "Health evidence")."""
 
     window = HealthWindowSerializer()
-    source = StrictChoiceField(choices=HealthSource.choices)
-    xid_events = XidEventSerializer(
-        many=True, required=False, default=list, max_length=health_rules.MAX_EVENTS, allow_empty=True
+    # (the metaclass takes declared fields off the class: this `source` does not shadow Field.source)
+    source = StrictChoiceField(choices=HealthSource.choices)  # type: ignore[assignment]
+    xid_events = serializers.ListField(
+        child=XidEventSerializer(), required=False, default=list, max_length=health_rules.MAX_EVENTS
     )
     ecc = HealthEccSerializer(required=False, default=dict)
     throttle_reasons_seen = serializers.ListField(

@@ -84,13 +84,14 @@ def _repairs(device: Device, limits: rules.Limits) -> tuple[list[rules.RepairRec
 
 def _health(device: Device, limits: rules.Limits) -> tuple[list[TestExecution], int]:
     """The device's newest executions that carried health evidence of their window (one query)."""
-    newest = list(
+    newest: list[TestExecution] = list(
         TestExecution.objects.filter(device=device, health__isnull=False)
         .select_related("requirement")
-        .annotate(total=Window(Count("id")))
+        .annotate(total=Window(Count("id")))  # all of them, counted before the limit
         .order_by("-created_at", "-id")[: limits.health_reports]
     )
-    return newest, newest[0].total if newest else 0  # type: ignore[attr-defined]
+    total = int(newest[0].total) if newest else 0  # type: ignore[attr-defined]
+    return newest, total
 
 
 def _executions(

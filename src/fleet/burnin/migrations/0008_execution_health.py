@@ -4,31 +4,43 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('burnin', '0007_supersede_reason_hardware_changed'),
-        ('inventory', '0005_needs_repair'),
-        ('jobs', '0003_lifecycle_actions'),
-        ('policies', '0006_lifecycle_settings'),
+        ("burnin", "0007_supersede_reason_hardware_changed"),
+        ("inventory", "0005_needs_repair"),
+        ("jobs", "0003_lifecycle_actions"),
+        ("policies", "0006_lifecycle_settings"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='testexecution',
-            name='fatal_xids',
-            field=models.PositiveIntegerField(db_default=0, default=0, help_text="How many of `health`'s events the fatal Xid table (fleet_rules.xid) named when it was reported."),
+            model_name="testexecution",
+            name="fatal_xids",
+            field=models.PositiveIntegerField(
+                db_default=0,
+                default=0,
+                help_text="How many of `health`'s events the fatal Xid table (fleet_rules.xid) named when it was reported.",
+            ),
         ),
         migrations.AddField(
-            model_name='testexecution',
-            name='health',
+            model_name="testexecution",
+            name="health",
             field=models.JSONField(blank=True, null=True),
         ),
         migrations.AddIndex(
-            model_name='testexecution',
-            index=models.Index(models.F('device'), models.OrderBy(models.F('created_at'), descending=True), models.OrderBy(models.F('id'), descending=True), condition=models.Q(('health__isnull', False)), name='burnin_exec_health_idx'),
+            model_name="testexecution",
+            index=models.Index(
+                models.F("device"),
+                models.OrderBy(models.F("created_at"), descending=True),
+                models.OrderBy(models.F("id"), descending=True),
+                condition=models.Q(("health__isnull", False)),
+                name="burnin_exec_health_idx",
+            ),
         ),
         migrations.AddConstraint(
-            model_name='testexecution',
-            constraint=models.CheckConstraint(condition=models.Q(('health__isnull', True), ('device__isnull', False), _connector='OR'), name='burnin_execution_health_on_device'),
+            model_name="testexecution",
+            constraint=models.CheckConstraint(
+                condition=models.Q(("health__isnull", True), ("device__isnull", False), _connector="OR"),
+                name="burnin_execution_health_on_device",
+            ),
         ),
     ]
