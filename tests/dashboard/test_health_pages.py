@@ -4,12 +4,15 @@ a constant number of queries whatever the evidence holds."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from fleet.inventory.models import Device
 from fleet_rules.vocabulary import DeviceState
+from tests.dashboard import test_browser as harness
 from tests.dashboard.conftest import VIEWER
 
 RC = "gpu.h200.8x"
@@ -142,3 +145,37 @@ def test_an_execution_not_evaluated_yet_shows_its_rules_without_a_margin(fleet, 
     page = person(VIEWER).get(f"/executions/{execution.id}/")
     assert page.status_code == 200
     assert 'data-rule="xid_fatal_count"' in page.content.decode()
+
+
+# --- in a real browser ------------------------------------------------------------------------------
+
+# The browser, the served site and the signed-in tab of the dashboard's browser tests.
+chromium, site_served, tab = harness.chromium, harness.site_served, harness.tab
+TRAP = "<img src=x onerror=\"document.title='pwned'\"><script>document.title='pwned'</script>"
+
+
+def test_in_a_browser_the_fatal_xid_leads_from_the_device_to_its_window_and_logged_text_stays_text(tab):
+    visit, world = tab
+    page = visit.page
+    device = Device.objects.get(hostname="a01-n03")
+    policy = world.requirements["gpu-diag"].policy
+    requirement = world.fleet.requirement(
+        policy,
+        "gpu-health-window",
+        test="health-window",
+        thresholds=[{"metric": "xid_fatal_count", "comparator": "eq", "threshold": 0}],
+    )
+    report(world.fleet, requirement, device, xid(13, message=TRAP), xid(79, message=TRAP))
+    assert Device.objects.get(id=device.id).state == DeviceState.NEEDS_REPAIR
+
+    visit.sign_in("viewer")
+    visit.go("/sites/lon-1/devices/a01-n03/", "device-fatal-xid")
+    banner = page.inner_text("#needs-repair")
+    assert "Xid 79 (GPU has fallen off the bus) on 0000:3b:00" in banner
+    page.click("#needs-repair a")
+    page.wait_for_url(re.compile(r"/executions/[0-9a-f-]+/#health$"))
+    visit.shoot("execution-health")
+    table = page.inner_text("table.xid-events")
+    assert table.count(TRAP) == 2  # shown as the text it is
+    assert page.title() != "pwned" and page.locator("table.xid-events img").count() == 0
+    assert "✗ fatal" in table and "GPU has fallen off the bus" in table
