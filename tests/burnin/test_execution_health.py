@@ -89,7 +89,11 @@ def test_health_is_stored_with_the_execution_and_read_back(bearer, setting):
     device, _, _ = setting
     client = bearer(["test-execution:report"])
     execution_id = uuid.uuid4()
-    sent = health(event(13, message="Graphics Exception"), event(31, pci_bus_id="00000000:3B:00.0", at=None))
+    sent = health(
+        event(13, message="Graphics Exception"),
+        event(31, pci_bus_id="00000000:3B:00.0", at=None),
+        event(43, pci_bus_id="0000:3b:00 gpu-i:05"),  # whatever the driver wrote: kept, shown escaped
+    )
     created = client.put(URL.format(execution_id), report(device, sent), format="json")
     assert created.status_code == 201, created.content
     stored = TestExecution.objects.get(id=execution_id)
@@ -102,6 +106,7 @@ def test_health_is_stored_with_the_execution_and_read_back(bearer, setting):
     }
     assert stored.health["window"] == {"since": "2026-11-30T10:00:00Z", "until": "2026-11-30T10:30:00Z"}
     assert stored.health["ecc"]["after"] == {"ecc_uncorrected_aggregate": 2, "row_remap_pending": None}
+    assert stored.health["xid_events"][2]["pci_bus_id"] == "0000:3b:00 gpu-i:05"
     assert stored.fatal_xids == 0
     read = bearer(["fleet:read"], name="reader").get(URL.format(execution_id)).json()
     assert read["health"] == created.json()["health"] == stored.health
@@ -140,9 +145,11 @@ def _events(n: int) -> list[dict]:
         (health(event(code="79")), "health.xid_events.0.code"),
         (health(event(code=79.0)), "health.xid_events.0.code"),
         (health(event(code=-1)), "health.xid_events.0.code"),
-        (health(event(code=100_000)), "health.xid_events.0.code"),
+        (health(event(code=2**31)), "health.xid_events.0.code"),
         (health(event(kind="gpu")), "health.xid_events.0.kind"),
-        (health(event(13), event(pci_bus_id="../../etc/passwd")), "health.xid_events.1.pci_bus_id"),
+        (health(event(13), event(pci_bus_id="0000:3b:00\n79")), "health.xid_events.1.pci_bus_id"),
+        (health(event(pci_bus_id="0" * 65)), "health.xid_events.0.pci_bus_id"),
+        (health(event(pci_bus_id="")), "health.xid_events.0.pci_bus_id"),
         (health(event(message="x" * 1001)), "health.xid_events.0.message"),
         (health(event(message=7)), "health.xid_events.0.message"),
         (health(event(at="yesterday")), "health.xid_events.0.at"),
@@ -250,6 +257,15 @@ def test_fatal_evidence_arriving_with_the_final_report_moves_the_device(bearer, 
     client.put(URL.format(execution_id), report(device, health(event(94))), format="json")
     assert state_of(device) == DeviceState.NEEDS_REPAIR
     assert "Xid 94 (contained ECC error)" in DeviceStateChange.objects.get(device=device).reason
+
+
+def test_a_fatal_sxid_moves_the_device_too(bearer, setting):
+    device, _, _ = setting
+    sent = health(event(12020, kind="sxid", pci_bus_id="0000:05:00.0", message="Fatal, egress"))
+    bearer(["test-execution:report"]).put(URL.format(uuid.uuid4()), report(device, sent), format="json")
+    assert state_of(device) == DeviceState.NEEDS_REPAIR
+    reason = DeviceStateChange.objects.get(device=device).reason
+    assert reason.startswith("SXid 12020 (egress sequence ID error) on 0000:05:00.0 at ")
 
 
 @pytest.mark.parametrize("code", [13, 31, 43, 45])

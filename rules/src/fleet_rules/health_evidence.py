@@ -22,8 +22,9 @@ __all__ = ["EccRow", "HealthRead", "XidEvent", "ecc_rows", "fatal_events", "fata
 #: more is a device in trouble whatever the rest says, and the first thousand prove it.
 MAX_EVENTS = 1000
 MAX_MESSAGE = 1000
-#: Xid and SXid codes are small integers (Xid ≤ ~200 today, SXid five digits).
-MAX_CODE = 99_999
+#: Xid codes are small (≤ ~200 today), SXid codes five digits; any code a 32-bit integer holds is
+#: kept (an unknown code is evidence too, and refusing it would refuse the report's fatal ones).
+MAX_CODE = 2**31 - 1
 MAX_ECC_COUNTERS = 64
 
 

@@ -23,8 +23,10 @@ from fleet_rules import health_evidence as health_rules
 from fleet_rules.vocabulary import HealthSource, ThrottleReason
 from fleet_rules.xid import XidKind
 
-#: A PCI address as the kernel log (`0000:3b:00`) or nvidia-smi (`00000000:3B:00.0`) writes it.
-PCI_BUS_ID_PATTERN = r"^[0-9A-Fa-f]{4,8}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(\.[0-7])?$"
+#: A PCI address as the kernel log (`0000:3b:00`) or nvidia-smi (`00000000:3B:00.0`) writes it, or
+#: whatever else the driver put between the parentheses of an Xid line: printable, at most 64
+#: characters. Refusing an odd address would refuse the whole report, and with it a fatal Xid.
+PCI_BUS_ID_PATTERN = r"^[^\x00-\x1f\x7f]{1,64}$"
 COUNTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
 
 
@@ -54,7 +56,7 @@ class XidEventSerializer(serializers.Serializer):
 
     kind = StrictChoiceField(choices=XidKind.choices)
     code = StrictIntegerField(min_value=0, max_value=health_rules.MAX_CODE)
-    pci_bus_id = StrictRegexField(PCI_BUS_ID_PATTERN, max_length=16, required=False, allow_null=True, default=None)
+    pci_bus_id = StrictRegexField(PCI_BUS_ID_PATTERN, max_length=64, required=False, allow_null=True, default=None)
     message = StrictCharField(required=False, allow_blank=True, default="", max_length=health_rules.MAX_MESSAGE)
     at = StrictDateTimeField(required=False, allow_null=True, default=None)
 
