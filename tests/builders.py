@@ -116,6 +116,7 @@ class FleetBuilder:
         job=None,
         execution_id: UUID | None = None,
         error: str = "",
+        inventory: dict | None = None,
     ):
         """Report an execution through the service, as an agent would."""
         from fleet.burnin.executions import ExecutionReport, execution_report
@@ -133,6 +134,7 @@ class FleetBuilder:
             error=error,
             started_at=now,
             finished_at=None if status == "running" else now,
+            inventory=inventory,
         )
         return execution_report(
             execution_id=execution_id or uuid4(), report=report, actor=None, reported_by="test"

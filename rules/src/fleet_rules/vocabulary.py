@@ -283,3 +283,16 @@ class SupersedeReason(Vocabulary):
     POLICY_CHANGED = "policy_changed"  # the device's policy has a new version
     RENEWED = "renewed"  # newer passing evidence replaced a deciding execution (a successor was issued)
     HARDWARE_CHANGED = "hardware_changed"  # the agent reported a fingerprint other than the one it binds
+
+
+# --- hardware fingerprints -----------------------------------------------------------------------
+
+
+class RepairPartCheck(Vocabulary):
+    """A repaired part against the first fingerprint read after the repair (`fleet_rules.fingerprint`)."""
+
+    SEEN = "installed_seen"  # its installed serial is reported
+    NOT_SEEN = "installed_not_seen"  # its installed serial is not reported: a mismatch
+    REMOVED_STILL_SEEN = "removed_still_seen"  # the serial it says was removed is still reported: a mismatch
+    NO_SERIAL = "no_installed_serial"  # the record names no installed serial: nothing to check
+    NOT_READ_YET = "not_read_yet"  # no fingerprint has been read since the repair

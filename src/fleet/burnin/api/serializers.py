@@ -13,6 +13,7 @@ from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from fleet.burnin.api.fingerprint_serializers import InventorySerializer
 from fleet.burnin.execution_document import MetricReadingSerializer, TestExecutionSerializer
 from fleet.core.errors import flatten_field_errors
 from fleet.core.fields import (
@@ -179,9 +180,17 @@ class TestExecutionReportSerializer(serializers.Serializer):
     error = StrictCharField(required=False, allow_blank=True, default="", max_length=10000)
     started_at = StrictDateTimeField(required=False, allow_null=True, default=None)
     finished_at = StrictDateTimeField(required=False, allow_null=True, default=None)
+    inventory = InventorySerializer(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The device's hardware fingerprint, read at the start of the job (single-device executions only).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         problems: dict[str, list[str]] = {}
+        if attrs.get("inventory") is not None and attrs.get("topology_id"):
+            problems["inventory"] = ["Only a single-device execution (device_id) carries an inventory."]
         if not attrs.get("requirement") and not attrs.get("test"):
             problems["requirement"] = ["Give the requirement name, or the test."]
         if bool(attrs.get("device_id")) == bool(attrs.get("topology_id")):
@@ -194,6 +203,7 @@ class TestExecutionReportSerializer(serializers.Serializer):
         if problems:
             raise ValidationError(problems)
         attrs["metrics"] = _plain(attrs["metrics"])
+        attrs["inventory"] = _plain(attrs["inventory"])
         return attrs
 
 

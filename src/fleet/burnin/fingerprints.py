@@ -1,0 +1,195 @@
+"""Hardware fingerprints: the inventory an agent reports with a device's executions, kept as
+snapshots (a new row only when its hash moves), checked against the certificate that binds one,
+and read back with what changed (`fleet_rules.fingerprint` decides; this loads and writes).
+
+A report whose fingerprint is the device's current one costs one statement (the current row's
+`last_seen_*` follow). A new fingerprint locks the device (as certificate issuance does, so the
+two decide one after the other), replaces the current row and, when the device's current
+certificate binds other hardware, supersedes it (`hardware_changed`) and lifts the device through
+the lifecycle (accepted → burn-in; in service it stays, without a valid certificate): a constant
+number of statements whatever the inventory holds.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+from uuid import UUID
+
+from django.db.models import F
+
+from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
+from fleet.inventory.models import Device
+from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
+from fleet_rules import fingerprint as rules
+from fleet_rules.vocabulary import DeviceState, SupersedeReason, TransitionCause
+
+#: Snapshots the device page, the API and the evidence pack read (newest first; one more is read to
+#: tell what the oldest shown changed).
+HISTORY_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Observed:
+    """What one report's inventory did: the snapshot it is, whether it is new, and the certificate
+    it superseded (with the changes that did it)."""
+
+    snapshot_id: UUID
+    sha256: str
+    created: bool
+    superseded: UUID | None = None
+    changes: tuple[rules.Change, ...] = ()
+
+
+def bound_inventory(document: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The inventory a certificate document binds (None: issued before fingerprints, or the device
+    had none)."""
+    bound = document.get("fingerprint")
+    return bound.get("inventory") if isinstance(bound, Mapping) else None
+
+
+def fingerprint_observe(
+    *, device_id: UUID, inventory: Mapping[str, Any], execution_id: UUID, now: datetime
+) -> Observed:
+    """Record that the device reported `inventory` with this execution (in the caller's
+    transaction, after the execution is written)."""
+    canonical = rules.canonical(inventory)
+    digest = rules.sha256(inventory)
+    seen = _seen_again(device_id, digest, execution_id, now)
+    if seen is not None:
+        return Observed(seen, digest, created=False)
+    # A new fingerprint (or the first): decide under the device's lock, as issuance does.
+    Device.objects.select_for_update(no_key=True).filter(id=device_id).values_list("id", flat=True).first()
+    current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True).first()
+    if current is not None and current.sha256 == digest:  # a concurrent report recorded it first
+        seen = _seen_again(device_id, digest, execution_id, now)
+        assert seen is not None
+        return Observed(seen, digest, created=False)
+    if current is not None:
+        FingerprintSnapshot.objects.filter(id=current.id).update(replaced_at=now)
+    stored = json.loads(canonical)
+    snapshot = FingerprintSnapshot.objects.create(
+        device_id=device_id,
+        sha256=digest,
+        canonical=canonical.decode(),
+        inventory=stored,
+        first_seen_at=now,
+        first_execution_id=execution_id,
+        last_seen_at=now,
+        last_execution_id=execution_id,
+    )
+    certificate = (
+        AcceptanceCertificate.objects.filter(device_id=device_id, superseded_at__isnull=True)
+        .only("serial", "document")
+        .first()
+    )
+    if certificate is None:
+        return Observed(snapshot.id, digest, created=True)
+    found = rules.hardware_supersedes(
+        bound=bound_inventory(certificate.document),
+        previous=current.inventory if current is not None else None,
+        new=stored,
+    )
+    if not found:
+        return Observed(snapshot.id, digest, created=True)
+    _supersede(device_id, certificate.serial, found, digest, now)
+    return Observed(snapshot.id, digest, created=True, superseded=certificate.serial, changes=tuple(found))
+
+
+def _seen_again(device_id: UUID, digest: str, execution_id: UUID, now: datetime) -> UUID | None:
+    """The device's current snapshot, when it has this hash, with this report counted."""
+    current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True, sha256=digest)
+    updated = current.update(last_seen_at=now, last_execution_id=execution_id, reports=F("reports") + 1)
+    return current.values_list("id", flat=True).first() if updated else None
+
+
+def _supersede(device_id: UUID, serial: UUID, found: list[rules.Change], digest: str, now: datetime) -> None:
+    reason = SupersedeReason.HARDWARE_CHANGED
+    AcceptanceCertificate.objects.filter(serial=serial, superseded_at__isnull=True).update(
+        superseded_at=now, supersede_reason=reason
+    )
+    automatic_moves_apply(
+        [
+            AutomaticMove(
+                device_id,
+                DeviceState.BURN_IN,
+                TransitionCause.CERTIFICATE_SUPERSEDED,
+                f"certificate {serial} superseded: {reason.value} ({rules.summary(found)})",
+                {"certificate": str(serial), "supersede_reason": reason.value, "fingerprint": digest},
+            )
+        ],
+        now=now,
+    )
+
+
+# --- reads ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SnapshotRead:
+    """One snapshot of a device's history, with what changed since the one before it."""
+
+    id: UUID
+    sha256: str
+    inventory: dict[str, Any]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    first_execution_id: UUID | None
+    last_execution_id: UUID | None
+    reports: int
+    current: bool
+    changes: tuple[rules.Change, ...]  # since the previous snapshot; empty for the first
+    first: bool  # the device's first snapshot (nothing before it)
+
+    @property
+    def superseding(self) -> bool:
+        return any(change.supersedes for change in self.changes)
+
+
+def fingerprint_history(device_id: UUID, *, limit: int = HISTORY_LIMIT) -> list[SnapshotRead]:
+    """The device's newest `limit` snapshots, newest first, each with its changes (one query)."""
+    rows = list(FingerprintSnapshot.objects.filter(device_id=device_id).order_by("-first_seen_at", "-id")[: limit + 1])
+    return list(_reads(rows, complete=len(rows) <= limit))[:limit]
+
+
+def _reads(rows: list[FingerprintSnapshot], *, complete: bool) -> Iterable[SnapshotRead]:
+    for index, row in enumerate(rows):
+        before = rows[index + 1] if index + 1 < len(rows) else None
+        yield SnapshotRead(
+            id=row.id,
+            sha256=row.sha256,
+            inventory=rules.normalised(row.inventory),
+            first_seen_at=row.first_seen_at,
+            last_seen_at=row.last_seen_at,
+            first_execution_id=row.first_execution_id,
+            last_execution_id=row.last_execution_id,
+            reports=row.reports,
+            current=row.replaced_at is None,
+            changes=tuple(rules.changes(before.inventory, row.inventory)) if before is not None else (),
+            first=before is None and complete,
+        )
+
+
+#: Snapshots read to check repairs against (a device's hardware changes a few times, not hundreds).
+REPAIR_CHECK_LIMIT = 50
+
+
+def snapshots_seen_since(device_id: UUID, since: datetime | None) -> list[tuple[datetime, dict[str, Any]]]:
+    """The device's snapshots still reported after `since` (None: none), oldest first, as
+    (last seen, inventory): what `read_after` picks a repair's check from. One query."""
+    if since is None:
+        return []
+    rows = (
+        FingerprintSnapshot.objects.filter(device_id=device_id, last_seen_at__gt=since)
+        .order_by("first_seen_at", "id")
+        .values_list("last_seen_at", "inventory")[:REPAIR_CHECK_LIMIT]
+    )
+    return list(rows)
+
+
+def read_after(snapshots: list[tuple[datetime, dict[str, Any]]], moment: datetime) -> dict[str, Any] | None:
+    """The inventory first reported after `moment` (a repair's time), or None."""
+    return next((inventory for last_seen, inventory in snapshots if last_seen > moment), None)
