@@ -78,7 +78,7 @@ def test_a_new_snapshot_only_when_the_hash_moves(bearer, setting):
     client.put(URL.format(uuid.uuid4()), body(device, inventory=swapped(inventory())), format="json")
     client.put(URL.format(uuid.uuid4()), body(device, inventory=inventory()), format="json")
     # Then two more rows, the newest current, each telling what changed
-    history = fingerprint_history(device.id)
+    history = fingerprint_history(device.id).fingerprints
     assert [s.current for s in history] == [True, False, False]
     assert [[c.text for c in s.changes] for s in history] == [
         ["GPU 3 (00000000:48:00.0) serial 1653020000003 → 1652020000003"],
@@ -376,3 +376,37 @@ def test_reconcile_pages_take_the_same_queries_with_fingerprints_at_two_sizes(fl
         counts.append(len(seen.captured_queries))
     assert counts[0] == counts[1]
     assert AcceptanceCertificate.objects.filter(document__fingerprint__isnull=False).count() == 27
+
+
+# --- the API read -----------------------------------------------------------------------------------
+
+
+def test_the_fingerprints_read_lists_the_history_with_its_changes(fleet, setting, session_client, bearer):
+    site, satellite, _, device, _, diag = setting
+    fleet.execution(diag, device=device, status="running", inventory=inventory())
+    hostile = swapped(inventory(), serial="<img src=x onerror=alert(1)>")
+    fleet.execution(diag, device=device, status="running", inventory=hostile)
+    url = f"/api/v1/devices/{device.id}/fingerprints/"
+
+    viewer = session_client(perms=["burnin.view_fingerprintsnapshot"], username="viewer")
+    response = viewer.get(url)
+    assert response.status_code == 200, response.content
+    body = response.json()
+    assert body["truncated"] is False
+    newest, oldest = body["fingerprints"]
+    assert (newest["current"], oldest["current"]) == (True, False)
+    assert newest["sha256"] == rules.sha256(hostile)
+    assert newest["inventory"]["gpus"][3]["serial"] == "<img src=x onerror=alert(1)>"
+    assert newest["changes"] == [
+        {
+            "part": "gpu",
+            "text": "GPU 3 (00000000:48:00.0) serial 1652020000003 → <img src=x onerror=alert(1)>",
+            "supersedes": True,
+        }
+    ]
+    assert oldest["changes"] == []
+
+    assert session_client(perms=[], username="nobody").get(url).status_code == 403
+    other = fleet.satellite(fleet.site("ams-1"), "sat-z")
+    assert bearer(["fleet:read"], satellite=other).get(url).status_code == 404
+    assert bearer(["fleet:read"], satellite=satellite).get(url).status_code == 200

@@ -257,6 +257,15 @@ class PartCheck:
     outcome: RepairPartCheck
 
     @property
+    def mismatch(self) -> bool:
+        """The hardware read after the repair contradicts the record."""
+        return self.outcome in (RepairPartCheck.NOT_SEEN, RepairPartCheck.REMOVED_STILL_SEEN)
+
+    @property
+    def confirmed(self) -> bool:
+        return self.outcome == RepairPartCheck.SEEN
+
+    @property
     def text(self) -> str:
         what = f"{self.kind} {self.slot}".strip() or "part"
         return {
@@ -292,7 +301,7 @@ def repair_check(parts: Sequence[Mapping[str, Any]], after: Mapping[str, Any] | 
 
 def repair_mismatch(checks: Iterable[PartCheck]) -> bool:
     """Whether the hardware read after a repair contradicts what the repair record says."""
-    return any(c.outcome in (RepairPartCheck.NOT_SEEN, RepairPartCheck.REMOVED_STILL_SEEN) for c in checks)
+    return any(check.mismatch for check in checks)
 
 
 def hardware_supersedes(

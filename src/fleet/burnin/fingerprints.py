@@ -22,6 +22,8 @@ from uuid import UUID
 from django.db.models import F
 
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
+from fleet.core.exceptions import NotFoundError
+from fleet.inventory.identity import Actor, site_restriction
 from fleet.inventory.models import Device
 from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
 from fleet_rules import fingerprint as rules
@@ -149,10 +151,33 @@ class SnapshotRead:
         return any(change.supersedes for change in self.changes)
 
 
-def fingerprint_history(device_id: UUID, *, limit: int = HISTORY_LIMIT) -> list[SnapshotRead]:
+@dataclass(frozen=True)
+class FingerprintHistory:
+    fingerprints: list[SnapshotRead]  # newest first
+    truncated: bool  # older snapshots exist beyond these
+
+    @property
+    def current(self) -> SnapshotRead | None:
+        return self.fingerprints[0] if self.fingerprints and self.fingerprints[0].current else None
+
+
+def fingerprint_history(device_id: UUID, *, limit: int = HISTORY_LIMIT) -> FingerprintHistory:
     """The device's newest `limit` snapshots, newest first, each with its changes (one query)."""
     rows = list(FingerprintSnapshot.objects.filter(device_id=device_id).order_by("-first_seen_at", "-id")[: limit + 1])
-    return list(_reads(rows, complete=len(rows) <= limit))[:limit]
+    truncated = len(rows) > limit
+    return FingerprintHistory(list(_reads(rows, complete=not truncated))[:limit], truncated)
+
+
+def device_fingerprints(*, device_id: UUID, actor: Actor) -> FingerprintHistory:
+    """The API's read: a device by id as the devices API finds it (another site's satellite client
+    finds none: a 404), and its fingerprint history."""
+    restricted = site_restriction(actor)
+    found = Device.objects.filter(id=device_id)
+    if restricted is not None:
+        found = found.filter(site_id=restricted)
+    if not found.exists():
+        raise NotFoundError(f"No device {device_id}.")
+    return fingerprint_history(device_id)
 
 
 def _reads(rows: list[FingerprintSnapshot], *, complete: bool) -> Iterable[SnapshotRead]:

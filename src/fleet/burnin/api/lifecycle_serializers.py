@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from fleet.core.fields import StrictBooleanField, StrictCharField, StrictChoiceField
-from fleet.lifecycle.models import DeviceStateChange
-from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause
+from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet_rules.vocabulary import DeviceState, RepairPartCheck, RepairRerun, TransitionCause
 
 #: Bounds of a repair record: a server has at most a few dozen replaceable parts.
 MAX_PARTS = 64
@@ -83,8 +86,31 @@ class RepairResponseSerializer(serializers.Serializer):
     )
 
 
+class RepairPartCheckSerializer(serializers.Serializer):
+    """One repaired part against the first hardware fingerprint read after the repair."""
+
+    kind = serializers.CharField()
+    slot = serializers.CharField(allow_blank=True)
+    outcome = serializers.ChoiceField(choices=RepairPartCheck.choices)
+    mismatch = serializers.BooleanField(help_text="The hardware read after the repair contradicts the record.")
+    text = serializers.CharField(help_text="The check in words.")
+
+
+class ListedRepairSerializer(RepairSerializer):
+    hardware_check = serializers.SerializerMethodField(
+        help_text="Each part against the first fingerprint the device reported after the repair: its installed "
+        "serial reported (`installed_seen`) or not (`installed_not_seen`, a mismatch), its removed serial still "
+        "reported (`removed_still_seen`, a mismatch), nothing to check, or no fingerprint read since."
+    )
+
+    @extend_schema_field(RepairPartCheckSerializer(many=True))
+    def get_hardware_check(self, repair: Repair) -> list[dict[str, Any]]:
+        checks = self.context.get("hardware_checks", {}).get(repair.id, [])
+        return RepairPartCheckSerializer(checks, many=True).data
+
+
 class RepairListSerializer(serializers.Serializer):
-    results = RepairSerializer(many=True, help_text="Newest first, at most 100.")
+    results = ListedRepairSerializer(many=True, help_text="Newest first, at most 100.")
 
 
 class RepairQueueEntrySerializer(serializers.Serializer):

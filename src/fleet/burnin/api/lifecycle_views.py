@@ -18,6 +18,7 @@ from rest_framework.views import APIView
 
 from fleet.burnin.api import lifecycle_serializers as s
 from fleet.burnin.certificates.acceptance import OVERRIDE_PERMISSION, device_move
+from fleet.burnin.reads.device import repair_checks
 from fleet.burnin.reads.repairs import repair_queue, site_breakers
 from fleet.burnin.repairs import breaker_reset, repair_record
 from fleet.core.exceptions import FleetError, NotFoundError, PermissionDeniedError
@@ -128,7 +129,9 @@ class DeviceRepairsView(APIView):
     )
     def get(self, request: Request, device_id: UUID) -> Response:
         device = device_for_lifecycle(device_id=device_id, actor=request.user)
-        return Response(s.RepairListSerializer({"results": device_repairs(device)[:100]}).data)
+        repairs = list(device_repairs(device)[:100])
+        checks = repair_checks(device.id, repairs)
+        return Response(s.RepairListSerializer({"results": repairs}, context={"hardware_checks": checks}).data)
 
     @extend_schema(
         operation_id="api_v1_devices_repairs_create",
