@@ -25,6 +25,7 @@ from uuid import UUID
 from fleet_rules.canonical import canonical_json
 from fleet_rules.certificates import timestamp
 from fleet_rules.evidence import measured
+from fleet_rules.fingerprint import Change
 from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 #: The `format` member of every manifest; a verifier refuses any other.
@@ -45,6 +46,7 @@ class Limits:
     executions_per_target: int = 20
     history: int = 500
     repairs: int = 100
+    fingerprints: int = 20
 
 
 @dataclass(frozen=True)
@@ -88,6 +90,19 @@ class RepairRecord:
     created_at: datetime
     rerun_mode: str
     job_ids: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class FingerprintRecord:
+    """One hardware fingerprint of the device (`fleet_rules.fingerprint`), with what changed since
+    the one before it."""
+
+    sha256: str
+    inventory: Mapping[str, Any]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    current: bool
+    changes: Sequence[Change] = ()
 
 
 @dataclass(frozen=True)
@@ -277,6 +292,8 @@ def manifest(
     generated_at: datetime,
     generated_by: str,
     limits: Limits,
+    fingerprints: Sequence[FingerprintRecord] = (),
+    fingerprints_total: int = 0,
 ) -> dict[str, Any]:
     """The manifest as the JSON value that is canonicalised and signed. `files` are the pack's
     other files (path → bytes), listed with their SHA-256; `history` and `repairs` newest first."""
@@ -331,11 +348,26 @@ def manifest(
                 for r in repairs
             ],
         },
+        "fingerprints": {
+            "count": fingerprints_total,
+            "snapshots": [
+                {
+                    "sha256": f.sha256,
+                    "current": f.current,
+                    "first_seen_at": timestamp(f.first_seen_at),
+                    "last_seen_at": timestamp(f.last_seen_at),
+                    "inventory": dict(f.inventory),
+                    "changes": [{"part": c.part, "text": c.text, "supersedes": c.supersedes} for c in f.changes],
+                }
+                for f in fingerprints
+            ],
+        },
         "targets": [_target(t) for t in sorted(targets, key=lambda t: (t.requirement, str(t.target_id)))],
         "limits": {
             "executions_per_target": limits.executions_per_target,
             "history": limits.history,
             "repairs": limits.repairs,
+            "fingerprints": limits.fingerprints,
         },
         "files": [
             {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}

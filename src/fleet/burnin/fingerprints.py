@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.db.models import F
+from django.db.models import Count, F, Window
 
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
 from fleet.core.exceptions import NotFoundError
@@ -155,6 +155,7 @@ class SnapshotRead:
 class FingerprintHistory:
     fingerprints: list[SnapshotRead]  # newest first
     truncated: bool  # older snapshots exist beyond these
+    total: int = 0  # every snapshot of the device
 
     @property
     def current(self) -> SnapshotRead | None:
@@ -163,9 +164,14 @@ class FingerprintHistory:
 
 def fingerprint_history(device_id: UUID, *, limit: int = HISTORY_LIMIT) -> FingerprintHistory:
     """The device's newest `limit` snapshots, newest first, each with its changes (one query)."""
-    rows = list(FingerprintSnapshot.objects.filter(device_id=device_id).order_by("-first_seen_at", "-id")[: limit + 1])
+    rows = list(
+        FingerprintSnapshot.objects.filter(device_id=device_id)
+        .annotate(total=Window(Count("id")))  # all of them, counted before the limit
+        .order_by("-first_seen_at", "-id")[: limit + 1]
+    )
     truncated = len(rows) > limit
-    return FingerprintHistory(list(_reads(rows, complete=not truncated))[:limit], truncated)
+    total = int(rows[0].total) if rows else 0  # type: ignore[attr-defined]
+    return FingerprintHistory(list(_reads(rows, complete=not truncated))[:limit], truncated, total)
 
 
 def device_fingerprints(*, device_id: UUID, actor: Actor) -> FingerprintHistory:

@@ -4,7 +4,7 @@ zip it in memory.
 
 Bounded whatever the device's past: the newest `Limits.executions_per_target` attempts of each
 failing target (the count of all of them is in the manifest), the newest `Limits.history` state
-changes and `Limits.repairs` repairs. Nine queries (tests/burnin/test_evidence_pack.py holds the
+changes, `Limits.repairs` repairs and `Limits.fingerprints` hardware fingerprints. Ten queries (tests/burnin/test_evidence_pack.py holds the
 count equal for a device with 2 and with 30 executions a target)."""
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from rest_framework.utils.encoders import JSONEncoder  # what the API renders wi
 
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.execution_document import TestExecutionSerializer
+from fleet.burnin.fingerprints import fingerprint_history
 from fleet.burnin.models import CertificateKey, PolicyProgress, TestExecution
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site, Topology
@@ -172,6 +173,7 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
     executions, totals = _executions(rows, since, limits)
     history, history_total = _changes(device, limits)
     repairs, repairs_total = _repairs(device, limits)
+    fingerprints = fingerprint_history(device.id, limit=limits.fingerprints)
 
     by_target: dict[tuple[UUID, UUID], list[TestExecution]] = {}
     for execution in executions:
@@ -224,6 +226,11 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
         generated_at=timezone.now(),
         generated_by=generated_by,
         limits=limits,
+        fingerprints=[
+            rules.FingerprintRecord(f.sha256, f.inventory, f.first_seen_at, f.last_seen_at, f.current, f.changes)
+            for f in fingerprints.fingerprints
+        ],
+        fingerprints_total=fingerprints.total,
     )
     manifest = rules.canonical(document)
     key = signing_key()
