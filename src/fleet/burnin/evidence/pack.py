@@ -4,8 +4,8 @@ zip it in memory.
 
 Bounded whatever the device's past: the newest `Limits.executions_per_target` attempts of each
 failing target (the count of all of them is in the manifest), the newest `Limits.history` state
-changes, `Limits.repairs` repairs and `Limits.fingerprints` hardware fingerprints. Ten queries (tests/burnin/test_evidence_pack.py holds the
-count equal for a device with 2 and with 30 executions a target)."""
+changes, `Limits.repairs` repairs and `Limits.fingerprints` hardware fingerprints. Ten queries
+(tests/burnin/test_evidence_pack.py holds the count equal for a device with 2 and with 30 executions a target)."""
 
 from __future__ import annotations
 
