@@ -410,3 +410,36 @@ def test_the_fingerprints_read_lists_the_history_with_its_changes(fleet, setting
     other = fleet.satellite(fleet.site("ams-1"), "sat-z")
     assert bearer(["fleet:read"], satellite=other).get(url).status_code == 404
     assert bearer(["fleet:read"], satellite=satellite).get(url).status_code == 200
+
+
+def test_the_repairs_read_checks_each_part_against_the_next_fingerprint(fleet, setting, session_client):
+    from django.utils import timezone
+
+    from fleet.lifecycle.models import Repair
+
+    *_, device, _, diag = setting
+    fleet.execution(diag, device=device, status="running", inventory=inventory())
+    repair = Repair.objects.create(
+        device=device,
+        summary="GPU 3 and 4 swapped",
+        parts=[
+            {"kind": "gpu", "slot": "3", "removed_serial": "1652020000003", "installed_serial": "1653020000003"},
+            {"kind": "gpu", "slot": "4", "removed_serial": "1652020000004", "installed_serial": "1653020000004"},
+        ],
+        actor="user:tech",
+        created_at=timezone.now(),
+    )
+    url = f"/api/v1/devices/{device.id}/repairs/"
+    reader = session_client(perms=["inventory.view_device"], username="reader")
+    # Before the device reports again: nothing read yet
+    (listed,) = reader.get(url).json()["results"]
+    assert [c["outcome"] for c in listed["hardware_check"]] == ["not_read_yet", "not_read_yet"]
+    # The next job reads GPU 3 swapped, GPU 4 not
+    fleet.execution(diag, device=device, status="running", inventory=swapped(inventory()))
+    (listed,) = reader.get(url).json()["results"]
+    assert listed["id"] == str(repair.id)
+    assert [(c["slot"], c["outcome"], c["mismatch"]) for c in listed["hardware_check"]] == [
+        ("3", "installed_seen", False),
+        ("4", "removed_still_seen", True),
+    ]
+    assert listed["hardware_check"][1]["text"] == "gpu 4: removed 1652020000004 is still reported"

@@ -13,7 +13,7 @@ number of statements whatever the inventory holds.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -170,7 +170,7 @@ def fingerprint_history(device_id: UUID, *, limit: int = HISTORY_LIMIT) -> Finge
         .order_by("-first_seen_at", "-id")[: limit + 1]
     )
     truncated = len(rows) > limit
-    total = int(rows[0].total) if rows else 0  # type: ignore[attr-defined]
+    total = int(rows[0].total) if rows else 0
     return FingerprintHistory(list(_reads(rows, complete=not truncated))[:limit], truncated, total)
 
 
@@ -186,7 +186,7 @@ def device_fingerprints(*, device_id: UUID, actor: Actor) -> FingerprintHistory:
     return fingerprint_history(device_id)
 
 
-def _reads(rows: list[FingerprintSnapshot], *, complete: bool) -> Iterable[SnapshotRead]:
+def _reads(rows: Sequence[FingerprintSnapshot], *, complete: bool) -> Iterable[SnapshotRead]:
     for index, row in enumerate(rows):
         before = rows[index + 1] if index + 1 < len(rows) else None
         yield SnapshotRead(

@@ -104,7 +104,7 @@ class ListedRepairSerializer(RepairSerializer):
     )
 
     @extend_schema_field(RepairPartCheckSerializer(many=True))
-    def get_hardware_check(self, repair: Repair) -> list[dict[str, Any]]:
+    def get_hardware_check(self, repair: Repair) -> Any:
         checks = self.context.get("hardware_checks", {}).get(repair.id, [])
         return RepairPartCheckSerializer(checks, many=True).data
 
