@@ -36,10 +36,9 @@ HISTORY_LIMIT = 20
 
 @dataclass(frozen=True)
 class Observed:
-    """What one report's inventory did: the snapshot it is, whether it is new, and the certificate
-    it superseded (with the changes that did it)."""
+    """What one report's inventory did: its hash, whether it made a new snapshot, and the
+    certificate it superseded (with the changes that did it)."""
 
-    snapshot_id: UUID
     sha256: str
     created: bool
     superseded: UUID | None = None
@@ -60,20 +59,18 @@ def fingerprint_observe(
     transaction, after the execution is written)."""
     canonical = rules.canonical(inventory)
     digest = rules.sha256(inventory)
-    seen = _seen_again(device_id, digest, execution_id, now)
-    if seen is not None:
-        return Observed(seen, digest, created=False)
+    if _seen_again(device_id, digest, execution_id, now):
+        return Observed(digest, created=False)
     # A new fingerprint (or the first): decide under the device's lock, as issuance does.
     Device.objects.select_for_update(no_key=True).filter(id=device_id).values_list("id", flat=True).first()
     current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True).first()
     if current is not None and current.sha256 == digest:  # a concurrent report recorded it first
-        seen = _seen_again(device_id, digest, execution_id, now)
-        assert seen is not None
-        return Observed(seen, digest, created=False)
+        _seen_again(device_id, digest, execution_id, now)
+        return Observed(digest, created=False)
     if current is not None:
         FingerprintSnapshot.objects.filter(id=current.id).update(replaced_at=now)
     stored = json.loads(canonical)
-    snapshot = FingerprintSnapshot.objects.create(
+    FingerprintSnapshot.objects.create(
         device_id=device_id,
         sha256=digest,
         canonical=canonical.decode(),
@@ -89,23 +86,22 @@ def fingerprint_observe(
         .first()
     )
     if certificate is None:
-        return Observed(snapshot.id, digest, created=True)
+        return Observed(digest, created=True)
     found = rules.hardware_supersedes(
         bound=bound_inventory(certificate.document),
         previous=current.inventory if current is not None else None,
         new=stored,
     )
     if not found:
-        return Observed(snapshot.id, digest, created=True)
+        return Observed(digest, created=True)
     _supersede(device_id, certificate.serial, found, digest, now)
-    return Observed(snapshot.id, digest, created=True, superseded=certificate.serial, changes=tuple(found))
+    return Observed(digest, created=True, superseded=certificate.serial, changes=tuple(found))
 
 
-def _seen_again(device_id: UUID, digest: str, execution_id: UUID, now: datetime) -> UUID | None:
-    """The device's current snapshot, when it has this hash, with this report counted."""
+def _seen_again(device_id: UUID, digest: str, execution_id: UUID, now: datetime) -> bool:
+    """Whether the device's current snapshot has this hash (then this report is counted)."""
     current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True, sha256=digest)
-    updated = current.update(last_seen_at=now, last_execution_id=execution_id, reports=F("reports") + 1)
-    return current.values_list("id", flat=True).first() if updated else None
+    return current.update(last_seen_at=now, last_execution_id=execution_id, reports=F("reports") + 1) > 0
 
 
 def _supersede(device_id: UUID, serial: UUID, found: list[rules.Change], digest: str, now: datetime) -> None:
@@ -164,14 +160,14 @@ class FingerprintHistory:
 
 def fingerprint_history(device_id: UUID, *, limit: int = HISTORY_LIMIT) -> FingerprintHistory:
     """The device's newest `limit` snapshots, newest first, each with its changes (one query)."""
-    rows = list(
+    snapshots = list(
         FingerprintSnapshot.objects.filter(device_id=device_id)
         .annotate(total=Window(Count("id")))  # all of them, counted before the limit
         .order_by("-first_seen_at", "-id")[: limit + 1]
     )
-    truncated = len(rows) > limit
-    total = int(rows[0].total) if rows else 0
-    return FingerprintHistory(list(_reads(rows, complete=not truncated))[:limit], truncated, total)
+    truncated = len(snapshots) > limit
+    total = int(snapshots[0].total) if snapshots else 0
+    return FingerprintHistory(list(_reads(snapshots, complete=not truncated))[:limit], truncated, total)
 
 
 def device_fingerprints(*, device_id: UUID, actor: Actor) -> FingerprintHistory:
@@ -186,20 +182,20 @@ def device_fingerprints(*, device_id: UUID, actor: Actor) -> FingerprintHistory:
     return fingerprint_history(device_id)
 
 
-def _reads(rows: Sequence[FingerprintSnapshot], *, complete: bool) -> Iterable[SnapshotRead]:
-    for index, row in enumerate(rows):
-        before = rows[index + 1] if index + 1 < len(rows) else None
+def _reads(snapshots: Sequence[FingerprintSnapshot], *, complete: bool) -> Iterable[SnapshotRead]:
+    for index, snapshot in enumerate(snapshots):
+        before = snapshots[index + 1] if index + 1 < len(snapshots) else None
         yield SnapshotRead(
-            id=row.id,
-            sha256=row.sha256,
-            inventory=rules.normalised(row.inventory),
-            first_seen_at=row.first_seen_at,
-            last_seen_at=row.last_seen_at,
-            first_execution_id=row.first_execution_id,
-            last_execution_id=row.last_execution_id,
-            reports=row.reports,
-            current=row.replaced_at is None,
-            changes=tuple(rules.changes(before.inventory, row.inventory)) if before is not None else (),
+            id=snapshot.id,
+            sha256=snapshot.sha256,
+            inventory=rules.normalised(snapshot.inventory),
+            first_seen_at=snapshot.first_seen_at,
+            last_seen_at=snapshot.last_seen_at,
+            first_execution_id=snapshot.first_execution_id,
+            last_execution_id=snapshot.last_execution_id,
+            reports=snapshot.reports,
+            current=snapshot.replaced_at is None,
+            changes=tuple(rules.changes(before.inventory, snapshot.inventory)) if before is not None else (),
             first=before is None and complete,
         )
 
@@ -213,12 +209,12 @@ def snapshots_seen_since(device_id: UUID, since: datetime | None) -> list[tuple[
     (last seen, inventory): what `read_after` picks a repair's check from. One query."""
     if since is None:
         return []
-    rows = (
+    seen = (
         FingerprintSnapshot.objects.filter(device_id=device_id, last_seen_at__gt=since)
         .order_by("first_seen_at", "id")
         .values_list("last_seen_at", "inventory")[:REPAIR_CHECK_LIMIT]
     )
-    return list(rows)
+    return list(seen)
 
 
 def read_after(snapshots: list[tuple[datetime, dict[str, Any]]], moment: datetime) -> dict[str, Any] | None:
