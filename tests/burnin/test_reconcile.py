@@ -384,7 +384,7 @@ def test_a_gate_scoped_sweep_never_touches_other_gates_rows(bearer, rack_fleet):
 
 def test_query_count_per_page_is_the_same_at_limit_10_and_500(bearer, fleet):
     """A page's queries depend on where it is (first, middle, last) and whether it wrote (a page
-    that wrote nothing skips its upsert and certificate issuance's five statements), never on its
+    that wrote nothing skips its upsert and certificate issuance's four statements), never on its
     limit."""
     site = fleet.site("lon-1")
     satellite = fleet.satellite(site, "sat-a")
@@ -428,7 +428,7 @@ def test_query_count_per_page_is_the_same_at_limit_10_and_500(bearer, fleet):
     assert all(len(seen) == 1 for seen in counts.values()), counts
     for where in ("middle", "last"):
         (wrote,), (idle,) = counts[(where, True)], counts[(where, False)]
-        assert wrote - idle == 6  # the upsert, and certificate issuance's five statements
+        assert wrote - idle == 5  # the upsert, and certificate issuance's four statements
 
 
 # --- concurrency ------------------------------------------------------------------------------

@@ -82,7 +82,7 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     needs = re.findall(r"needs repair (lon-1/\S+): ", result.stdout)
     assert needs, result.stdout[-3000:]
     assert len(needs) == len(set(needs)) or "repaired" in result.stdout  # each step said once a round
-    repaired = re.findall(r"repair recorded (lon-1/\S+): swapped GPU \d; burning in again", result.stdout)
+    repaired = re.findall(r"repair recorded (lon-1/\S+): swapped GPU \d; burning in again \(", result.stdout)
     assert repaired and set(repaired) <= set(needs), result.stdout[-3000:]
     assert Repair.objects.filter(device__hostname=repaired[0].split("/")[1]).exists()
     assert DeviceStateChange.objects.filter(cause="repair").exists()

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from fleet.inventory.models import Device
-from fleet.lifecycle.models import Breaker, DeviceStateChange
+from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
 from fleet_rules.vocabulary import DeviceState, TransitionCause
-from tests.burnin.certs import evaluate_now, sweep
+from tests.burnin.certs import current, evaluate_now, sweep
 
 RC = "gpu.h200.8x"
 PASS = {"diag_failed_tests": {"value": 0}}
@@ -128,3 +129,38 @@ def test_a_page_that_sends_devices_to_repair_sends_the_same_statements_whatever_
     policy.save()
     diag = fleet.requirement(policy, "gpu-diag")
     assert statements("lon-1", 2) == statements("par-1", 12)
+
+
+def test_a_page_that_writes_failures_below_the_count_sends_what_a_passing_page_sends(fleet):
+    """The page's write counts the failures of what it stored as failed: judging them costs no
+    statement until a device reaches `repair_after_failures`."""
+
+    def statements(site_slug: str, metrics: dict, then: DeviceState) -> int:
+        satellite = fleet.satellite(fleet.site(site_slug), "sat-a")
+        devices = [fleet.device(satellite, RC, hostname=f"{site_slug}-n{i:02d}") for i in range(4)]
+        for device in devices:
+            evaluate_now(fleet.execution(diag, device=device, metrics=metrics))
+        with CaptureQueriesContext(connection) as captured:
+            sweep(satellite)
+        assert all(state(d) == then for d in devices)
+        return len(captured)
+
+    diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
+    assert statements("lon-1", FAIL, DeviceState.BURN_IN) == statements("par-1", PASS, DeviceState.ACCEPTED)
+
+
+def test_a_repaired_device_proves_its_consecutive_passes_again(fleet):
+    """A pass before a repair is evidence about the hardware that was replaced: with
+    `consecutive_passes` 2, one pass before the repair and one after certify nothing."""
+    site = Site(fleet, devices=1)
+    site.diag.consecutive_passes = 2
+    site.diag.save()
+    (device,) = site.devices
+    site.report(device, PASS)
+    Repair.objects.create(device=device, summary="GPU 3 swapped", actor="tech", created_at=timezone.now())
+    site.report(device, PASS)
+    sweep(site.satellite)
+    assert state(device) == DeviceState.BURN_IN and current(device) is None
+    site.report(device, PASS)
+    sweep(site.satellite)
+    assert state(device) == DeviceState.ACCEPTED and current(device) is not None

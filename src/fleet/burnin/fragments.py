@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from fleet.burnin.tables import sql
 from fleet.lifecycle.models import Repair
-from fleet_rules.vocabulary import RequirementScope, Verdict
+from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 _SINGLE_NODE = f"'{RequirementScope.SINGLE_NODE.value}'"
 _MULTI_NODE = f"'{RequirementScope.MULTI_NODE.value}'"
 _PASSED = f"'{Verdict.PASSED.value}'"
+_COMPLETED = f"'{ExecutionStatus.COMPLETED.value}'"
 
 
 def requirement_target_sql(requirement: str, device: str) -> str:
@@ -76,4 +77,18 @@ def counted_attempt_sql(execution: str, policy: str) -> str:
         x=execution,
         pol=policy,
         repair=Repair._meta.db_table,
+    )
+
+
+def counted_failure_sql(execution: str, evaluation: str, policy: str) -> str:
+    """Whether the execution row `execution`, judged by the evaluation row `evaluation`, is a failure
+    that counts toward sending its device to repair (`fleet_rules.lifecycle.failed_too_often`): it
+    completed and failed (an error is not the hardware failing), it was not a diagnostic run, and it
+    is a counted attempt (`counted_attempt_sql`)."""
+    return sql(
+        "({x}.status = {completed} AND NOT {x}.diagnostic AND NOT {ev}.passed AND {counted})",
+        x=execution,
+        ev=evaluation,
+        completed=_COMPLETED,
+        counted=counted_attempt_sql(execution, policy),
     )

@@ -2,7 +2,9 @@
 failed, count that target's failures since the device's last repair under the current policy
 version (errors do not count: an error is not the hardware failing) and, at the policy's
 `repair_after_failures`, move the device to `needs_repair` behind the circuit breaker — in the
-page's transaction, two statements plus the breaker's, only on pages that wrote a failure."""
+page's transaction. The page's write counts the failures of what it stored as failed
+(`reconcile.write.UPSERT`), so a page sends a statement more only when a device reaches the count
+(the breaker's, then the move)."""
 
 from __future__ import annotations
 
@@ -14,14 +16,14 @@ from uuid import UUID
 
 from django.db import connection
 
-from fleet.burnin.fragments import counted_attempt_sql
+from fleet.burnin.fragments import counted_failure_sql
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
 from fleet.lifecycle.models import Repair
 from fleet.lifecycle.services import AutomaticMove, Guarded, guarded_repair_moves_apply
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules import lifecycle as rules
-from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, ExecutionStatus, TransitionCause
+from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, TransitionCause
 
 
 class FailureCount(NamedTuple):
@@ -50,21 +52,19 @@ CROSS JOIN LATERAL (
 CROSS JOIN LATERAL (
     SELECT count(*) AS failures, (array_agg(x.id ORDER BY x.created_at DESC))[1] AS last_execution_id
     FROM {execution} x JOIN {evaluation} ev ON ev.execution_id = x.id
-    WHERE x.requirement_id = c.requirement_id AND x.device_id = c.device_id
-      AND x.status = %(completed)s AND NOT x.diagnostic AND NOT ev.passed AND {counted}
+    WHERE x.requirement_id = c.requirement_id AND x.device_id = c.device_id AND {failure}
 ) n
 WHERE d.state = ANY(%(states)s)
 ORDER BY c.device_id, c.requirement_id
 """,
         policy=AcceptancePolicy._meta.db_table,
         repair=Repair._meta.db_table,
-        counted=counted_attempt_sql("x", "pol"),
+        failure=counted_failure_sql("x", "ev", "pol"),
     ),
     FailureCount,
     example=lambda: {
         "devices": [uuid.uuid4()],
         "requirements": [uuid.uuid4()],
-        "completed": ExecutionStatus.COMPLETED.value,
         "states": sorted(s.value for s in BURN_IN_STATES),
     },
 )
@@ -97,9 +97,16 @@ def repair_moves(counts: Iterable[FailureCount]) -> list[AutomaticMove]:
     ]
 
 
+def counted_failures_judge(counts: Iterable[FailureCount]) -> Guarded:
+    """Move the devices one of whose targets failed too often to repair, behind the breaker (no
+    statement when none did). A reconcile page's write counts the failures of what it stored as
+    failed (`reconcile.write.UPSERT`), so judging them costs it nothing more."""
+    return guarded_repair_moves_apply(repair_moves(counts))
+
+
 def failed_targets_judge(failed: Iterable[tuple[UUID, UUID]]) -> Guarded:
-    """For the (device, requirement) targets a page just wrote as failed: move the devices that
-    failed too often to repair, behind the breaker."""
+    """For (device, requirement) targets known to have failed (the moves a closed breaker held):
+    count their failures and judge them as `counted_failures_judge` does."""
     pairs = sorted(set(failed))
     if not pairs:
         return Guarded([], [], [])
@@ -109,8 +116,7 @@ def failed_targets_judge(failed: Iterable[tuple[UUID, UUID]]) -> Guarded:
             {
                 "devices": [d for d, _ in pairs],
                 "requirements": [r for _, r in pairs],
-                "completed": ExecutionStatus.COMPLETED.value,
                 "states": sorted(s.value for s in BURN_IN_STATES),
             },
         )
-    return guarded_repair_moves_apply(repair_moves(counts))
+    return counted_failures_judge(counts)

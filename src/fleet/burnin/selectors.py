@@ -13,6 +13,7 @@ from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Satellite, Site
+from fleet.lifecycle.models import Repair
 from fleet_rules.vocabulary import Verdict
 
 
@@ -42,9 +43,11 @@ def prior_runs_sql(target: str, latest: str) -> str:
     """A LATERAL subquery for `consecutive_passes`: the finished executions of the target row
     `target` (which has `requirement_id`, `device_id`, `topology_id`, `k` and `current_key`)
     created before its latest execution `latest` and since the policy's version changed (the
-    `since` parameter), newest first, at most k − 1 of them, as parallel arrays of status,
-    evaluation verdict, whether that evaluation is current, and when it was materialised. Runs
-    only for requirements with k > 1, through the same indexes as the latest execution."""
+    `since` parameter) — on a device, also since its last repair (a repaired device proves its k
+    passes again: `fleet_rules.lifecycle`) — newest first, at most k − 1 of them, as parallel
+    arrays of status, evaluation verdict, whether that evaluation is current, and when it was
+    materialised. Runs only for requirements with k > 1, through the same indexes as the latest
+    execution."""
     branch = """(SELECT e.created_at, e.id, e.status, ev.passed,
             coalesce(ev.evaluation_source_key = {target}.current_key AND ev.execution_updated_at = e.updated_at,
                      false) AS current,
@@ -54,8 +57,12 @@ def prior_runs_sql(target: str, latest: str) -> str:
      WHERE {target}.k > 1 AND {target}.{column} IS NOT NULL AND e.requirement_id = {target}.requirement_id
        AND e.{column} = {target}.{column} AND (e.created_at, e.id) < ({latest}.created_at, {latest}.id)
        AND e.status <> %(running)s AND NOT e.diagnostic
-       AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s::timestamptz)
+       AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s::timestamptz) AND {since_repair}
      ORDER BY e.created_at DESC, e.id DESC LIMIT greatest({target}.k - 1, 0))"""
+    since_repair = sql(
+        "NOT EXISTS (SELECT 1 FROM {repair} rp WHERE rp.device_id = e.device_id AND rp.created_at > e.created_at)",
+        repair=Repair._meta.db_table,
+    )
     return sql(
         """(
     SELECT array_agg(r.status ORDER BY r.created_at DESC, r.id DESC) AS statuses,
@@ -64,8 +71,8 @@ def prior_runs_sql(target: str, latest: str) -> str:
            array_agg(r.materialised_at ORDER BY r.created_at DESC, r.id DESC) AS materialised
     FROM ({by_device} UNION ALL {by_topology}) r
 )""",
-        by_device=sql(branch.replace("{column}", "device_id"), target=target, latest=latest),
-        by_topology=sql(branch.replace("{column}", "topology_id"), target=target, latest=latest),
+        by_device=sql(branch.replace("{column}", "device_id"), target=target, latest=latest, since_repair=since_repair),
+        by_topology=sql(branch.replace("{column}", "topology_id"), target=target, latest=latest, since_repair="true"),
     )
 
 

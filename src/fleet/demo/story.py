@@ -26,7 +26,7 @@ from fleet.core.exceptions import FleetError
 from fleet.lifecycle.models import DeviceStateChange
 from fleet.lifecycle.selectors import repair_entries
 from fleet_agent.executors.simulated import SIMULATED_REPAIRS
-from fleet_rules.explanations import STATE_SIGNS
+from fleet_rules.explanations import SKIP_EXPLANATIONS, STATE_SIGNS
 from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause
 
 log = logging.getLogger("fleet.demo")
@@ -82,12 +82,15 @@ class LifecycleStory:
             except FleetError as exc:  # moved meanwhile (an operator on the dashboard): leave it
                 log.info("repair of %s/%s not recorded: %s", device.site.slug, device.hostname, exc.detail)
                 continue
+            skips = recorded.dispatch.plan.skips
             log.info(
-                "repair recorded %s/%s: swapped GPU %s; burning in again (%s job(s) dispatched)",
+                "repair recorded %s/%s: swapped GPU %s; burning in again (%s)",
                 device.site.slug,
                 device.hostname,
                 slot,
-                len(recorded.repair.job_ids),
+                f"{len(recorded.repair.job_ids)} job(s) dispatched"
+                if recorded.repair.job_ids or not skips
+                else f"not dispatched yet: {skips[0].requirement_name}: {SKIP_EXPLANATIONS[skips[0].reason]}",
             )
 
     def swap_part(self, site: str, satellite: str, device_id: UUID) -> None:

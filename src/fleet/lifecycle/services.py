@@ -127,17 +127,14 @@ class Moved(NamedTuple):
     cause: str
 
 
-#: Lock the devices (primary-key order, as every other writer of devices), move those in a state the
-#: table allows for their cause (and, for an issued certificate, only where the policy auto-accepts),
-#: and write their history: one statement.
-MOVE = Statement(
-    "lifecycle.move",
-    _sql(
-        """
-WITH wanted AS (
-    SELECT * FROM jsonb_to_recordset(%(moves)s::jsonb)
-        AS m(device uuid, to_state varchar, cause varchar, sources text, reason text, refs jsonb)
-), locked AS (
+#: After a `wanted` CTE of moves (device, to_state, cause, sources, reason, refs): lock the devices
+#: (primary-key order, as every other writer of devices), move those in a state the table allows for
+#: their cause (and, for an issued certificate, only where the policy auto-accepts), and write their
+#: history. `MOVE` is this alone; certificate issuance runs it inside its own insert
+#: (`fleet.burnin.certificates.issuance`), so a reconcile page pays no extra statement for its moves.
+MOVE_CHAIN = _sql(
+    """
+locked AS (
     SELECT d.id, d.state, d.resource_class FROM {device} d
     WHERE d.id IN (SELECT device FROM wanted) ORDER BY d.id FOR NO KEY UPDATE
 ), chosen AS (
@@ -153,10 +150,25 @@ WITH wanted AS (
     INSERT INTO {change} (id, device_id, from_state, to_state, at, actor, cause, held, reason, refs)
     SELECT gen_random_uuid(), c.id, c.from_state, c.to_state, %(now)s, %(actor)s, c.cause, false, c.reason, c.refs
     FROM chosen c JOIN moved USING (id)
+)""",
+    **_TABLES,
 )
-SELECT c.id AS device_id, c.from_state, c.to_state, c.cause FROM chosen c JOIN moved USING (id) ORDER BY c.id
-""",
-        **_TABLES,
+
+#: The moves made, as the chain's statements return them.
+MOVED_SELECT = "SELECT c.id AS device_id, c.from_state, c.to_state, c.cause FROM chosen c JOIN moved USING (id)"
+
+#: The moves, one per device, as `jsonb_to_recordset` reads `move_payload`.
+WANTED_RECORDSET = """jsonb_to_recordset(%(moves)s::jsonb)
+        AS m(device uuid, to_state varchar, cause varchar, sources text, reason text, refs jsonb)"""
+
+#: One statement: lock, compare-and-set, history.
+MOVE = Statement(
+    "lifecycle.move",
+    _sql(
+        "WITH wanted AS (SELECT * FROM {wanted}), {chain}\n{moved} ORDER BY c.id\n",
+        wanted=WANTED_RECORDSET,
+        chain=MOVE_CHAIN,
+        moved=MOVED_SELECT,
     ),
     Moved,
     example=lambda: {
@@ -168,37 +180,40 @@ SELECT c.id AS device_id, c.from_state, c.to_state, c.cause FROM chosen c JOIN m
 )
 
 
-def _sources(move: AutomaticMove) -> str:
-    return ",".join(sorted(s.value for s in rules.automatic_sources(move.to, move.cause)))
+def move_parameters(moves: Sequence[AutomaticMove], now: datetime) -> dict[str, Any]:
+    """The parameters `MOVE_CHAIN` and `WANTED_RECORDSET` take (one move per device: the last one
+    given wins, as a page decides each device once)."""
+    unique = list({m.device_id: m for m in moves}.values())
+    return {
+        "moves": recordset(
+            {
+                "device": str(m.device_id),
+                "to_state": m.to.value,
+                "cause": m.cause.value,
+                "sources": sources(m.to, m.cause),
+                "reason": m.reason,
+                "refs": _json_refs(m.refs),
+            }
+            for m in unique
+        ),
+        "now": now,
+        "actor": SYSTEM,
+        "issued": TransitionCause.CERTIFICATE_ISSUED.value,
+    }
 
 
-def automatic_moves_apply(
-    moves: Sequence[AutomaticMove], *, now: datetime | None = None, always: bool = False
-) -> list[Moved]:
+def sources(to: DeviceState, cause: TransitionCause) -> str:
+    """The states an automatic move to `to` for `cause` starts from, as the chain reads them."""
+    return ",".join(sorted(s.value for s in rules.automatic_sources(to, cause)))
+
+
+def automatic_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime | None = None) -> list[Moved]:
     """Apply the evidence's moves in the caller's transaction (one statement; none when there are
-    none, unless `always`: a reconcile page that wrote sends the same statements whatever it found).
-    Returns the moves made; a device no longer in a state the table allows is left alone."""
-    # One move per device: the last one given wins (a page decides each device once).
-    moves = list({m.device_id: m for m in moves}.values())
-    if not moves and not always:
+    none). Returns the moves made; a device no longer in a state the table allows is left alone."""
+    if not moves:
         return []
-    now = now or timezone.now()
-    payload = recordset(
-        {
-            "device": str(m.device_id),
-            "to_state": m.to.value,
-            "cause": m.cause.value,
-            "sources": _sources(m),
-            "reason": m.reason,
-            "refs": _json_refs(m.refs),
-        }
-        for m in moves
-    )
     with connection.cursor() as cursor:
-        made = MOVE.rows(
-            cursor,
-            {"moves": payload, "now": now, "actor": SYSTEM, "issued": TransitionCause.CERTIFICATE_ISSUED.value},
-        )
+        made = MOVE.rows(cursor, move_parameters(moves, now or timezone.now()))
     metrics.transitions_counted(m.cause for m in made)
     return made
 

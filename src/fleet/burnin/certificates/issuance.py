@@ -1,8 +1,8 @@
 """Issue and supersede certificates for the devices a reconcile page touched: load their facts,
 evidence, thresholds and newest certificate (one query), decide per device in
-`fleet_rules.certificates`, sign, and write in bulk (one update, one insert), the touched devices
-locked first; then the lifecycle moves of those devices (`fleet.lifecycle`). Every page that
-wrote sends the same five statements, whatever it wrote."""
+`fleet_rules.certificates`, sign, and write in bulk (one update; one insert that also makes the
+lifecycle moves of those devices, `fleet.lifecycle`), the touched devices locked first. Every page
+that wrote sends the same four statements, whatever it wrote."""
 
 from __future__ import annotations
 
@@ -25,7 +25,15 @@ from fleet.burnin.tables import sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
 from fleet.core.statements import NoRow, Statement, select_list
 from fleet.inventory.models import Site
-from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
+from fleet.lifecycle import metrics as lifecycle_metrics
+from fleet.lifecycle.services import (
+    MOVE_CHAIN,
+    MOVED_SELECT,
+    WANTED_RECORDSET,
+    AutomaticMove,
+    move_parameters,
+    sources,
+)
 from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
 from fleet_rules.eligibility import enrolled_sql
@@ -242,10 +250,19 @@ WHERE c.serial = u.serial AND c.superseded_at IS NULL
 #: The signing key's public half is recorded by the statement that first uses it; a concurrent
 #: sweep (another satellite's scope touching the same device) that issued first wins: the partial
 #: unique index on current certificates turns ours into a no-op.
-class Issued(NamedTuple):
+#:
+#: The same statement makes the lifecycle's moves (`fleet.lifecycle.services.MOVE_CHAIN`): the
+#: devices whose certificate stopped holding (`%(moves)s`, decided before it) go back to burn-in,
+#: and the devices it issued a certificate to are accepted — one move per device, the issue's
+#: winning — so a certificate exists exactly when its device's state says so, without a statement
+#: more per page. Its rows are the certificates issued (`serial` set) and the moves made.
+class IssuedOrMoved(NamedTuple):
     device_id: UUID
-    serial: UUID
-    first: bool
+    serial: UUID | None
+    first: bool | None
+    from_state: str | None
+    to_state: str | None
+    cause: str | None
 
 
 ISSUE = Statement(
@@ -256,22 +273,49 @@ WITH signer AS (
     INSERT INTO {key} (key_id, public_key, created_at)
     SELECT %(key_id)s, %(public_key)s, %(now)s WHERE %(key_id)s <> ''
     ON CONFLICT DO NOTHING
-)
-INSERT INTO {certificate} (serial, device_id, site_id, resource_class, policy_version, document, canonical, sha256,
-                           signature, key_id, previous_id, issued_at, valid_until)
-SELECT u.serial, u.device, u.site, u.rc, u.version, u.canonical::jsonb, u.canonical, u.sha256, u.signature,
-       %(key_id)s, u.previous, %(now)s, u.until
-FROM jsonb_to_recordset(%(certificates)s::jsonb)
-     AS u(serial uuid, device uuid, site uuid, rc varchar, version int, canonical text, sha256 varchar,
-          signature text, previous uuid, until timestamptz)
-ON CONFLICT DO NOTHING
-RETURNING device_id, serial, previous_id IS NULL AS first
+), inserted AS (
+    INSERT INTO {certificate} (serial, device_id, site_id, resource_class, policy_version, document, canonical,
+                               sha256, signature, key_id, previous_id, issued_at, valid_until)
+    SELECT u.serial, u.device, u.site, u.rc, u.version, u.canonical::jsonb, u.canonical, u.sha256, u.signature,
+           %(key_id)s, u.previous, %(now)s, u.until
+    FROM jsonb_to_recordset(%(certificates)s::jsonb)
+         AS u(serial uuid, device uuid, site uuid, rc varchar, version int, canonical text, sha256 varchar,
+              signature text, previous uuid, until timestamptz)
+    ON CONFLICT DO NOTHING
+    RETURNING device_id, serial, previous_id IS NULL AS first
+), wanted AS (
+    SELECT DISTINCT ON (device) device, to_state, cause, sources, reason, refs FROM (
+        SELECT i.device_id AS device, %(accepted)s::varchar AS to_state, %(issued)s::varchar AS cause,
+               %(accepted_sources)s::text AS sources, 'certificate ' || i.serial || ' issued' AS reason,
+               jsonb_build_object('certificate', i.serial::text) AS refs, 0 AS rank
+        FROM inserted i
+        UNION ALL
+        SELECT m.device, m.to_state, m.cause, m.sources, m.reason, m.refs, 1 FROM {lifted}
+    ) w
+    ORDER BY device, rank
+), {move_chain}
+SELECT i.device_id, i.serial, i.first, NULL AS from_state, NULL AS to_state, NULL AS cause FROM inserted i
+UNION ALL
+{moved}
 """,
         key=CertificateKey._meta.db_table,
         certificate=AcceptanceCertificate._meta.db_table,
+        lifted=WANTED_RECORDSET,
+        move_chain=MOVE_CHAIN,
+        moved=MOVED_SELECT.replace("c.id AS device_id", "c.id AS device_id, NULL, NULL"),
     ),
-    Issued,
-    example=lambda: {"key_id": "", "public_key": b"", "now": timezone.now(), "certificates": "[]"},
+    IssuedOrMoved,
+    example=lambda: (
+        {
+            "key_id": "",
+            "public_key": b"",
+            "now": timezone.now(),
+            "certificates": "[]",
+            "accepted": DeviceState.ACCEPTED.value,
+            "accepted_sources": sources(DeviceState.ACCEPTED, TransitionCause.CERTIFICATE_ISSUED),
+        }
+        | move_parameters([], timezone.now())
+    ),
 )
 
 
@@ -391,9 +435,9 @@ def certificates_refresh(
 ) -> IssuanceCounts:
     """Supersede and issue the certificates of the given devices and of every device in the given
     topologies, as their projection rows now say. Runs in the caller's transaction and sends the
-    same five statements whatever it finds (the fifth moves the devices whose certificate was issued
-    or stopped holding: `fleet.lifecycle`), and none when nothing was touched (a steady sweep's
-    pages: the four found nothing, 5 ms a page)."""
+    same four statements whatever it finds (the fourth also moves the devices whose certificate was
+    issued or stopped holding: `fleet.lifecycle`), and none when nothing was touched (a steady
+    sweep's pages)."""
     devices, topologies = list(set(device_ids)), list(set(topology_ids))
     if not devices and not topologies:
         return IssuanceCounts(0, 0)
@@ -417,11 +461,9 @@ def certificates_refresh(
             issue.append((load, load.newest))
     with connection.cursor() as cursor:
         SUPERSEDE.run(cursor, {"now": now, "serials": [s for s, _ in supersede], "reasons": [r for _, r in supersede]})
-        inserted = ISSUE.rows(cursor, _issue_columns(issue, now))
-    # The lifecycle moves in the same transaction: a certificate exists exactly when its device's
-    # state says so (one more statement, only on pages that issued or superseded).
-    moves += [_accepted(row.device_id, row.serial) for row in inserted]
-    automatic_moves_apply(moves, now=now, always=True)
+        rows = ISSUE.rows(cursor, _issue_columns(issue, now) | _move_columns(moves, now))
+    inserted = [row for row in rows if row.serial is not None]
+    lifecycle_metrics.transitions_counted(row.cause for row in rows if row.cause is not None)
     firsts = {row.device_id for row in inserted if row.first}
     metrics.first_certificates_observed(
         (load.facts.site_slug, load.facts.resource_class, (now - load.facts.enrolled_at).total_seconds())
@@ -441,14 +483,11 @@ def _lifted(device_id: UUID, serial: UUID, reason: str) -> AutomaticMove:
     )
 
 
-def _accepted(device_id: UUID, serial: UUID) -> AutomaticMove:
-    return AutomaticMove(
-        device_id,
-        DeviceState.ACCEPTED,
-        TransitionCause.CERTIFICATE_ISSUED,
-        f"certificate {serial} issued",
-        {"certificate": str(serial)},
-    )
+def _move_columns(lifted: list[AutomaticMove], now: datetime) -> dict[str, Any]:
+    return move_parameters(lifted, now) | {
+        "accepted": DeviceState.ACCEPTED.value,
+        "accepted_sources": sources(DeviceState.ACCEPTED, TransitionCause.CERTIFICATE_ISSUED),
+    }
 
 
 def _issue_columns(issue: list[tuple[DeviceLoad, Newest | None]], now: datetime) -> dict[str, Any]:

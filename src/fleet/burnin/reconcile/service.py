@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,13 +18,12 @@ from django.utils.dateparse import parse_datetime
 from fleet.burnin import metrics
 from fleet.burnin.certificates.issuance import certificates_refresh
 from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets, load_page, reconcile_scope_load
-from fleet.burnin.reconcile.write import SweepRecord, cleanup, page_write, sweep_record
-from fleet.burnin.repair_due import failed_targets_judge
+from fleet.burnin.reconcile.write import Stored, SweepRecord, cleanup, page_write, sweep_record
+from fleet.burnin.repair_due import FailureCount, counted_failures_judge
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.identity import Actor
 from fleet_rules.attempts import require_consecutive
 from fleet_rules.verdicts import Derived, RowAction, decide_row, derive_verdict
-from fleet_rules.vocabulary import Verdict
 
 logger = logging.getLogger("fleet.reconcile")
 
@@ -135,9 +134,9 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
         to_store.append((target, derived))
         intended_writes.add((target.requirement_id, target.target_id))
     stored = page_write(scope, to_store, orphans=loaded.orphans, started_at=state.started_at)
-    _certificates_refresh(to_store, stored)
-    page.written = len(intended_writes & stored)
-    page.unchanged += len(intended_writes - stored)
+    _certificates_refresh(scope, to_store, stored)
+    page.written = len(intended_writes & stored.keys())
+    page.unchanged += len(intended_writes - stored.keys())
 
     tallies = dict(state.tallies)
     tallies["written"] += page.written
@@ -174,17 +173,30 @@ def _page_counted(scope: ReconcileScope, page: ReconcilePage) -> None:
     )
 
 
-def _certificates_refresh(to_store: list[tuple[TargetRow, Derived]], stored: set[tuple[UUID, UUID]]) -> None:
+def _certificates_refresh(
+    scope: ReconcileScope, to_store: list[tuple[TargetRow, Derived]], stored: Mapping[tuple[UUID, UUID], Stored]
+) -> None:
     """Issue or supersede the certificates of the devices whose rows this page wrote (of a
     topology row: every device in the topology), and send to repair the devices whose targets it
-    wrote as failed too often, in the page's transaction."""
+    wrote as failed too often (their failures counted by the write itself), in the page's
+    transaction."""
     written = [(target, derived) for target, derived in to_store if (target.requirement_id, target.target_id) in stored]
     certificates_refresh(
         device_ids={t.device_id for t, _ in written if t.device_id is not None},
         topology_ids={t.topology_id for t, _ in written if t.topology_id is not None},
     )
-    failed_targets_judge(
-        (t.device_id, t.requirement_id) for t, d in written if t.device_id is not None and d.verdict == Verdict.FAILED
+    counted_failures_judge(
+        FailureCount(
+            device_id=t.device_id,
+            requirement_id=t.requirement_id,
+            requirement_name=t.requirement_name,
+            failures=failures,
+            repair_after_failures=scope.policy.repair_after_failures,
+            last_execution_id=d.execution_id,
+            repaired_at=stored[(t.requirement_id, t.target_id)].repaired_at,
+        )
+        for t, d in written
+        if t.device_id is not None and (failures := stored[(t.requirement_id, t.target_id)].failures) is not None
     )
 
 

@@ -13,21 +13,28 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from fleet.burnin.fragments import counted_failure_sql
 from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
 from fleet.core.rows import recordset, text_or_none
 from fleet.core.statements import NoRow, Statement
+from fleet.lifecycle.models import Repair
+from fleet.policies.models import AcceptancePolicy
 from fleet_rules.verdicts import Derived
-from fleet_rules.vocabulary import RequirementScope
+from fleet_rules.vocabulary import RequirementScope, Verdict
 
 logger = logging.getLogger("fleet.reconcile")
 
 
-class StoredKey(NamedTuple):
-    """A (requirement, target) pair the upsert stored."""
+class Stored(NamedTuple):
+    """A (requirement, target) pair the upsert stored and, for a device's target it stored as failed,
+    its failures that count toward repair (`fragments.counted_failure_sql`) and when the device was
+    last repaired: what `repair_due` judges, read by the write itself instead of a statement more."""
 
     requirement_id: UUID
     target_id: UUID
+    failures: int | None
+    repaired_at: datetime | None
 
 
 def _scope_example() -> dict[str, object]:
@@ -44,7 +51,8 @@ def _scope_example() -> dict[str, object]:
 
 UPSERT = Statement(
     "burnin.reconcile.upsert",
-    sql("""
+    sql(
+        """
 WITH marked AS (
     UPDATE {progress} SET missing_in_sweep = %(started_at)s WHERE id = ANY(%(orphans)s::bigint[])
 )
@@ -68,13 +76,27 @@ ON CONFLICT (requirement_id, target_id) DO UPDATE SET
     reconciled_at = EXCLUDED.reconciled_at,
     missing_in_sweep = NULL
 WHERE p.watermark IS NULL OR (EXCLUDED.watermark IS NOT NULL AND p.watermark <= EXCLUDED.watermark)
-RETURNING requirement_id, target_id
-"""),
-    StoredKey,
+RETURNING p.requirement_id, p.target_id,
+    CASE WHEN p.verdict = {failed} AND p.device_id IS NOT NULL THEN (
+        SELECT count(*) FROM {execution} x JOIN {evaluation} ev ON ev.execution_id = x.id
+        JOIN {policy} pol ON pol.id = %(policy)s
+        WHERE x.requirement_id = p.requirement_id AND x.device_id = p.device_id AND {failure}
+    ) END AS failures,
+    CASE WHEN p.verdict = {failed} AND p.device_id IS NOT NULL THEN (
+        SELECT max(rp.created_at) FROM {repair} rp WHERE rp.device_id = p.device_id
+    ) END AS repaired_at
+""",
+        failed=f"'{Verdict.FAILED.value}'",
+        policy=AcceptancePolicy._meta.db_table,
+        repair=Repair._meta.db_table,
+        failure=counted_failure_sql("x", "ev", "pol"),
+    ),
+    Stored,
     example=lambda: (
         _scope_example()
         | {
             "started_at": timezone.now(),
+            "policy": uuid4(),
             "orphans": [],
             "version": 1,
             "reconciled_at": timezone.now(),
@@ -101,14 +123,14 @@ def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
 
 def page_write(
     scope: ReconcileScope, rows: list[tuple[TargetRow, Derived]], *, orphans: list[int], started_at: datetime
-) -> set[tuple[UUID, UUID]]:
+) -> dict[tuple[UUID, UUID], Stored]:
     """One statement: upsert `rows`, where a row holding a newer watermark than ours is left
     alone (a concurrent, fresher reconcile wrote it); and stamp `orphans`, the rows whose target
     left the scope, with this sweep's start, so its final page decides (under the guard) whether
-    they go. Returns the (requirement, target) pairs actually stored. A page with neither (every
-    page of a steady sweep) sends nothing: 1 ms of its 22."""
+    they go. Returns the (requirement, target) pairs actually stored, with their failure counts. A
+    page with neither (every page of a steady sweep) sends nothing: 1 ms of its 22."""
     if not rows and not orphans:
-        return set()
+        return {}
     now = timezone.now()
     site, satellite, rc = scope.row_scope
     params = {
@@ -118,12 +140,13 @@ def page_write(
         "satellite": satellite,
         "rc": rc,
         "version": scope.policy.version,
+        "policy": scope.policy.id,
         "reconciled_at": now,
         "created_at": now,
         "rows": recordset(_row(target, derived) for target, derived in rows),
     }
     with connection.cursor() as cursor:
-        return {(stored.requirement_id, stored.target_id) for stored in UPSERT.rows(cursor, params)}
+        return {(stored.requirement_id, stored.target_id): stored for stored in UPSERT.rows(cursor, params)}
 
 
 #: The distinct requirements of the scope's rows: a loose index scan (one probe per requirement

@@ -411,7 +411,7 @@ class Command(BaseCommand):
             for failure in failures:
                 lines.append(
                     f"  {VERDICT_SIGNS[Verdict(failure.verdict)][0]} {site.slug}/{failure.target} "
-                    f"{failure.requirement} (attempt {failure.attempts}): {_why(failure)}"
+                    f"{failure.requirement} ({_attempt(failure.attempts)}): {_why(failure)}"
                 )
             if more:
                 lines.append(f"  … more at the dashboard's failures page: /sites/{site.slug}/failures/")
@@ -435,6 +435,12 @@ def _embedded() -> bool:
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _attempt(counted: int) -> str:
+    """A failure's attempt; none counted when it ran before the device's last repair (or an earlier
+    policy version), as a repaired device's failing row does until its re-burn-in reports."""
+    return f"attempt {counted}" if counted else "before its last repair"
 
 
 def _why(failure: reads.FailureRow) -> str:
