@@ -8,7 +8,9 @@ new hardware certifies it again, binding the new fingerprint."""
 from __future__ import annotations
 
 import copy
+import os
 import re
+import socket
 import uuid
 
 import httpx
@@ -22,6 +24,7 @@ from fleet.inventory.models import Device
 from fleet_agent.client import FleetClient
 from fleet_rules import fingerprint
 from fleet_rules.vocabulary import DeviceState, SupersedeReason
+from tests import helpers
 from tests.payloads import inventory
 from tests.support.stack import running_stack
 
@@ -48,8 +51,23 @@ AGENT = {"FLEET_AGENT_FAULTY_SHARE": "0", "FLEET_AGENT_ERRORED_SHARE": "0"}
 SWAPPED_SERIAL = "1653020000003"
 
 
+#: The ports this test's server may take (FLEET_E2E_PORTS="first-last"; any free port when unset).
+PORTS = os.environ.get("FLEET_E2E_PORTS", "")
+
+
+def _port_in_range() -> int:
+    first, last = (int(p) for p in PORTS.split("-"))
+    for port in range(first, last + 1):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) != 0:
+                return port
+    raise RuntimeError(f"no free port in {PORTS}")
+
+
 @pytest.fixture
-def small_stack(transactional_db, settings, tmp_path):
+def small_stack(transactional_db, settings, tmp_path, monkeypatch):
+    if PORTS:
+        monkeypatch.setattr(helpers, "free_port", _port_in_range)
     with running_stack(settings, tmp_path, fleet_text=ONE_DEVICE) as running:
         yield running
 
