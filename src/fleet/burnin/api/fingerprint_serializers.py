@@ -17,7 +17,7 @@ MAX_GPUS = 64
 MAX_HCAS = 32
 MAX_PORTS = 16
 MAX_MISSING = 32
-MAX_TEXT = 128
+MAX_TEXT = 256
 MAX_MISSING_TEXT = 500
 
 #: One line of printable text: no control characters (NUL included), no line breaks.
