@@ -64,7 +64,7 @@ def test_jobs_run_evaluate_reconcile_and_reruns_fix_only_transient_faults(stack)
     env = {"FLEET_AGENT_SEED": str(seed), "FLEET_AGENT_FAULTY_SHARE": str(FAULTY_SHARE)}
 
     first = stack.agent("once", **env)  # heartbeat, nothing to run, reconcile: every target not_run
-    assert Counter(single_node_verdicts().values()) == {"not_run": 16 * 6}
+    assert Counter(single_node_verdicts().values()) == {"not_run": 16 * 7}
     assert any("phase 2" in line["message"] for line in log_lines(first))
 
     dispatched = stack.dispatch([d.id for d in devices])
@@ -74,7 +74,7 @@ def test_jobs_run_evaluate_reconcile_and_reruns_fix_only_transient_faults(stack)
     stack.agent("once", **env)
     assert set(Job.objects.values_list("status", flat=True)) == {"succeeded"}
     assert not JobDevice.objects.filter(active=True).exists()
-    assert TestExecution.objects.filter(status="completed").count() == 96
+    assert TestExecution.objects.filter(status="completed").count() == 16 * 7
     verdicts = single_node_verdicts()
     failing = expected_failures(devices, simulator, attempt=1)
     assert failing and {k for k, v in verdicts.items() if v == "failed"} == failing
@@ -111,6 +111,27 @@ def test_jobs_run_evaluate_reconcile_and_reruns_fix_only_transient_faults(stack)
     }
     assert healthy_racks and all(rack_verdicts[label] == "passed" for label in healthy_racks)
     assert not JobDevice.objects.filter(active=True).exists()
+
+
+def test_a_fatal_xid_during_a_passing_burn_in_fails_only_the_health_window(stack):
+    """Every burn-in number of a01-n02 passes, but the kernel log of its job's window holds an Xid 79: the
+    health-window execution (run last) carries it and its requirement fails; a01-n01 passes everything."""
+    devices = sat_a_devices()[:2]
+    env = {"FLEET_AGENT_FAULTY_SHARE": "0", "FLEET_AGENT_HEALTH_FAULTS": "a01-n02:xid"}
+    stack.agent("once", **env)
+    stack.dispatch([d.id for d in devices])
+
+    stack.agent("once", **env)
+
+    verdicts = {k: v for k, v in single_node_verdicts().items() if k[0] in {"a01-n01", "a01-n02"}}
+    assert {v for k, v in verdicts.items() if k[0] == "a01-n01"} == {"passed"}
+    assert {k[1] for k, v in verdicts.items() if v == "failed"} == {"gpu-health-window"}
+    assert verdicts[("a01-n02", "gpu-health-window")] == "failed"
+    window = TestExecution.objects.get(device=devices[1], requirement__name="gpu-health-window")
+    assert window.metrics["xid_fatal_count"]["value"] == 1
+    assert window.metrics["xid_fatal_count"]["statistics"] == {"0000:19:00": 1}
+    others = TestExecution.objects.filter(job_id=window.job_id).exclude(id=window.id)
+    assert all(other.finished_at <= window.started_at for other in others)  # the window closes the job
 
 
 def test_killing_the_agent_mid_job_leaves_nothing_stuck_or_duplicated(stack):

@@ -299,7 +299,7 @@ def test_export_to_a_file_says_what_it_wrote_and_refuses_an_unwritable_path(db, 
     out = io.StringIO()
     call_command("export", "-o", str(target), stdout=out)
     assert out.getvalue().strip() == (
-        f"Wrote {target}: 1 site(s), 35 device(s), 2 policy(ies), 13 parameter profile(s)."
+        f"Wrote {target}: 1 site(s), 35 device(s), 2 policy(ies), 15 parameter profile(s)."
     )
     assert parse_text(target.read_text())  # what it wrote is a fleet file
     with pytest.raises(CommandError, match="cannot write"):

@@ -96,6 +96,7 @@ def test_a_single_node_job_runs_each_test_as_a_slurm_step_then_is_evaluated_and_
         "nccl-in-node": "failed",  # 338.82 GB/s < 431
         "hbm-bandwidth": "errored",  # no command configured for it
         "ib-bandwidth": "errored",
+        "gpu-health-window": "errored",  # the Slurm executor does not read hardware
     }
     assert len(slurm_jobs_on(slurm, "n1", before)) == 4  # one Slurm job (one step) per configured test
     assert {on for _, on, _ in slurm.steps()[before:]} == {"n1"}

@@ -42,6 +42,10 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--fabric-faults", help="Simulated: comma-separated hostnames whose fabric fault fails every collective"
         )
+        sub.add_argument(
+            "--health-faults",
+            help="Simulated: host:kind[=code],… (xid, ecc, remap, slowdown) that only the health-window test sees",
+        )
         sub.add_argument("--concurrency", type=int, help="Jobs run at once (FLEET_AGENT_CONCURRENCY)")
         sub.add_argument("--state-dir", help="Where the agent keeps crash-recovery state")
         sub.add_argument("--config", help="A TOML or YAML file with the same keys")
@@ -62,8 +66,11 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
     if config.executor == "command":
         from fleet_agent.executors.command import CommandExecutor
 
-        return CommandExecutor(config.commands, timeout_s=config.command_timeout)
+        return CommandExecutor(
+            config.commands, timeout_s=config.command_timeout, hardware_commands=config.hardware_commands
+        )
     from fleet_agent.executors.simulated import SIMULATED_REPAIRS, SimulatedExecutor
+    from fleet_agent.executors.simulated_hardware import SIMULATED_SWAPS, parse_health_faults
 
     return SimulatedExecutor(
         seed=config.seed,
@@ -74,6 +81,8 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
         time_scale=config.time_scale,
         fabric_faults=frozenset(h.strip() for h in config.fabric_faults.split(",") if h.strip()),
         repairs_file=Path(config.state_dir) / SIMULATED_REPAIRS,
+        health_faults=parse_health_faults(config.health_faults),
+        swaps_file=Path(config.state_dir) / SIMULATED_SWAPS,
     )
 
 

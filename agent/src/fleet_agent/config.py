@@ -35,6 +35,7 @@ class AgentConfig:
     errored_share: float = 0.0
     slow_share: float = 0.05
     fabric_faults: str = ""  # simulated: comma-separated hostnames (or ids) with a permanent fabric fault
+    health_faults: str = ""  # simulated: host:kind[=code],… (xid, ecc, remap, slowdown) seen by health-window
     concurrency: int = 4
     heartbeat_interval: float = 30.0
     jobs_interval: float = 5.0
@@ -53,6 +54,11 @@ class AgentConfig:
     max_retries: int = 6
     commands: dict[str, Any] = field(default_factory=dict)
     command_timeout: float = 7200.0
+    # How the command executor reads the device's hardware (file only): nvidia_smi, ibstat, dmi, kernel_log,
+    # kernel_log_fallback → a command template (or {template, timeout}).
+    hardware_commands: dict[str, Any] = field(default_factory=dict)
+    # Send the inventory (and the health window's evidence) with execution reports.
+    report_hardware: bool = True
     # The Slurm executor's keys, one per `SlurmSettings` field and with its defaults.
     slurm_partition: str = _SLURM.partition
     slurm_account: str = _SLURM.account
@@ -84,6 +90,13 @@ class AgentConfig:
         if self.executor == "slurm":
             try:
                 self.slurm_settings()
+            except ValueError as exc:
+                raise ConfigError(str(exc)) from exc
+        if self.health_faults:
+            from fleet_agent.executors.simulated_hardware import parse_health_faults
+
+            try:
+                parse_health_faults(self.health_faults)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc
         if self.log_format not in ("text", "json"):

@@ -21,6 +21,13 @@ from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
+from fleet_agent.executors.hardware import (
+    HEALTH_WINDOW_TEST,
+    HardwareSource,
+    HealthSnapshot,
+    collect_inventory,
+    health_snapshot,
+)
 from fleet_agent.state import AgentState
 from fleet_rules.evaluator import evaluate
 
@@ -59,6 +66,22 @@ class PassReport:
     executions: int = 0
     evaluated: dict[str, int] = field(default_factory=lambda: {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0})
     reconciled: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class JobHardware:
+    """What the agent read about a single-device job's hardware at its start: the inventory every execution
+    report of the job carries, and where the health window starts with the snapshot read then."""
+
+    inventory: dict[str, Any] | None = None
+    since: datetime | None = None
+    before: HealthSnapshot | None = None
+
+
+def ordered_requirements(requirements: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The job's requirements in their order, except that the `health-window` test comes last whatever the job
+    lists: its window must cover every other test of the job."""
+    return sorted(requirements, key=lambda requirement: requirement.get("test") == HEALTH_WINDOW_TEST)
 
 
 class JobAbandoned(Exception):
@@ -244,11 +267,15 @@ class Agent:
         lease_seconds = self._lease_seconds(job)
         self.state.job_started(job_id, lease_seconds)
         executions, errored_any = 0, False
+        requirements = ordered_requirements(job["parameters"].get("requirements", []))
         with self._lease_kept(job_id, lease_seconds) as lost:
-            for requirement in job["parameters"].get("requirements", []):
+            hardware = self._job_hardware(job, requirements)
+            for requirement in requirements:
                 if self.stopping or lost.is_set():
                     break
-                status = self._run_requirement(job, requirement, should_stop=lambda: self.stopping or lost.is_set())
+                status = self._run_requirement(
+                    job, requirement, hardware=hardware, should_stop=lambda: self.stopping or lost.is_set()
+                )
                 executions += 1
                 errored_any |= status == ERRORED
         if lost.is_set():
@@ -272,6 +299,32 @@ class Agent:
         )
         return executions
 
+    def _job_hardware(self, job: dict[str, Any], requirements: list[dict[str, Any]]) -> JobHardware:
+        """At the start of a single-device job: the device's inventory (when `report_hardware`) and, when the job
+        has a health window, the health snapshot it starts from. A multi-node job, or an executor that cannot
+        read hardware (Slurm), gets none."""
+        source: HardwareSource | None = getattr(self.executor, "hardware", None)
+        if source is None or job["workflow_name"] == MULTI_NODE or not job["devices"]:
+            return JobHardware()
+        device = job["devices"][0]
+        target = Target(device["id"], device["hostname"], device["resource_class"])
+        since = datetime.now(UTC)
+        inventory = before = None
+        window = any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements)
+        try:
+            if not self.config.report_hardware and not window:
+                return JobHardware()
+            gpus = source.read("nvidia_smi", target, phase="before")  # one read for both
+            if self.config.report_hardware:
+                inventory = collect_inventory(source, target, nvidia_smi=gpus)
+                if inventory["missing"]:
+                    logger.warning("inventory of %s: missing %s", target.hostname, "; ".join(inventory["missing"]))
+            if window:
+                before = health_snapshot(source, target, "before", reading=gpus)
+        except Exception:
+            logger.exception("reading the hardware of %s failed", target.hostname)
+        return JobHardware(inventory=inventory, since=since, before=before)
+
     def _lease_seconds(self, job: dict[str, Any]) -> float:
         """The lease length by the service's clock (claimed → expires), so a skewed agent clock
         cannot stretch the heartbeat interval past the lease."""
@@ -283,8 +336,14 @@ class Agent:
             return 60.0
 
     def _run_requirement(
-        self, job: dict[str, Any], requirement: dict[str, Any], *, should_stop: Callable[[], bool]
+        self,
+        job: dict[str, Any],
+        requirement: dict[str, Any],
+        *,
+        should_stop: Callable[[], bool],
+        hardware: JobHardware | None = None,
     ) -> str:
+        hardware = hardware or JobHardware()
         devices = job["devices"]
         multi = job["workflow_name"] == MULTI_NODE
         targets = tuple(Target(d["id"], d["hostname"], d["resource_class"]) for d in devices)
@@ -297,6 +356,8 @@ class Agent:
             "parameters": requirement.get("parameters", {}),
             ("topology_id" if multi else "device_id"): target_id,
         }
+        if hardware.inventory is not None and not multi:
+            base["inventory"] = hardware.inventory
         running = base | {"status": "running", "started_at": _iso(datetime.now(UTC))}
         self.state.execution_started(execution_id, running)
         self.client.report_execution(execution_id, running)
@@ -309,11 +370,15 @@ class Agent:
                 targets=targets,
                 topology_label=job["topology"]["label"] if multi else None,
                 execution_id=execution_id,
+                window_since=hardware.since,
+                health_before=hardware.before,
             ),
             attempt=attempt,
             should_stop=should_stop,
         )
         final = base | _final(outcome)
+        if outcome.health is not None and self.config.report_hardware and not multi:
+            final["health"] = outcome.health
         self.client.report_execution(execution_id, final)
         self.state.execution_finished(execution_id)
         metrics.EXECUTIONS.labels(outcome.status).inc()

@@ -11,7 +11,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from fleet_agent.executors.hardware import HealthSnapshot
 
 __all__ = [
     "COMPLETED",
@@ -59,6 +62,10 @@ class TestRun:
     #: The execution this run reports as; executors that hand work to another system (Slurm) key what they
     #: remember across an agent restart by it.
     execution_id: str | None = None
+    #: The `health-window` test only: where the job's window starts, and the health snapshot read then (a
+    #: `HealthSnapshot`); without them the window is the test's own run.
+    window_since: datetime | None = None
+    health_before: HealthSnapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +79,8 @@ class TestOutcome:
     error: str | None
     started_at: datetime
     finished_at: datetime
+    #: The `health-window` test's evidence (the execution report's `health` object), else None.
+    health: dict[str, Any] | None = None
 
 
 @runtime_checkable

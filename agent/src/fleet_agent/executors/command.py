@@ -6,7 +6,12 @@ optionally with its own `timeout` in seconds.
 
 A tool that exits non-zero, runs past its timeout, cannot be started, or prints output its parser does not
 recognise gives an `errored` outcome with a short error (the tail of its stderr); `run` never raises for
-them. The tool runs in its own process group so that a timeout or a stop also ends its children (an `ssh`,
+them.
+
+`hardware_commands` name how to read the device's hardware (`CommandHardware`): its inventory around every job
+and the `health-window` test, which runs no `commands` entry of its own.
+
+The tool runs in its own process group so that a timeout or a stop also ends its children (an `ssh`,
 an `mpirun`), not just the process we started.
 """
 
@@ -14,25 +19,33 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from fleet_agent.executors.base import WORKFLOWS, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.base import WORKFLOWS, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, Phase, Reading, health_window
 from fleet_agent.executors.tooling import (
     CommandSpec,
     PreparedCommand,
     command_line,
     exit_text,
+    fill_arguments,
     outcome_of_output,
     prepare_commands,
     with_tail,
 )
 
-__all__ = ["CommandExecutor", "CommandSpec"]
+__all__ = ["HARDWARE_COMMAND_KEYS", "CommandExecutor", "CommandHardware", "CommandSpec"]
+
+#: The `hardware_commands` keys: one command per part, and the kernel log's fallback.
+HARDWARE_COMMAND_KEYS: tuple[str, ...] = ("nvidia_smi", "ibstat", "dmi", "kernel_log", "kernel_log_fallback")
+_HARDWARE_TIMEOUT_S = 120.0
 
 _POLL_S = 0.1
 _TERMINATE_GRACE_S = 2.0
@@ -51,12 +64,18 @@ class CommandExecutor:
 
     name = "command"
 
-    def __init__(self, commands: Mapping[str, CommandSpec | Mapping[str, Any]], timeout_s: float = 7200) -> None:
+    def __init__(
+        self,
+        commands: Mapping[str, CommandSpec | Mapping[str, Any]],
+        timeout_s: float = 7200,
+        hardware_commands: Mapping[str, Any] | None = None,
+    ) -> None:
         """Check every spec up front, so a typo in the configuration stops the agent at start, not mid-job."""
         if timeout_s <= 0:
             raise ValueError(f"timeout_s must be positive, got {timeout_s}")
         self.timeout_s = float(timeout_s)
         self._commands: dict[str, PreparedCommand] = prepare_commands(commands)
+        self.hardware = CommandHardware(hardware_commands or {})
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: a template can launch a collective over `{hostnames}`."""
@@ -64,6 +83,8 @@ class CommandExecutor:
 
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
         """Run the test's command once and parse its stdout into metrics."""
+        if run.test == HEALTH_WINDOW_TEST and run.test not in self._commands:
+            return health_window(self.hardware, run)
         started_at = utc_now()
         line = command_line(self._commands, run, attempt, started_at)
         if isinstance(line, TestOutcome):
@@ -71,7 +92,7 @@ class CommandExecutor:
         prepared, argv = line
         if should_stop():
             return errored("interrupted: the agent is stopping (not started)", started_at)
-        finished = self._execute(argv, should_stop, prepared.timeout_s or self.timeout_s)
+        finished = _execute(argv, should_stop, prepared.timeout_s or self.timeout_s)
         finished_at = utc_now()
         if finished.problem is not None:
             return errored(with_tail(finished.problem, finished.stderr or finished.stdout), started_at, finished_at)
@@ -83,37 +104,131 @@ class CommandExecutor:
             )
         return outcome_of_output(prepared, argv[0], finished.stdout, run, started_at, finished_at)
 
-    def _execute(self, argv: list[str], should_stop: Callable[[], bool], timeout_s: float) -> _Finished:
-        program = argv[0]
-        try:
-            process = subprocess.Popen(
-                argv,
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-                errors="replace",
-                start_new_session=True,
-            )
-        except FileNotFoundError:
-            return _Finished(None, "", "", f"command not found: {program}")
-        except PermissionError:
-            return _Finished(None, "", "", f"permission denied running {program}")
-        except OSError as exc:
-            return _Finished(None, "", "", f"could not start {program}: {exc.strerror or exc}")
 
-        deadline = time.monotonic() + timeout_s
-        while True:
+class CommandHardware:
+    """A `HardwareSource` that runs `hardware_commands` (argument templates, no shell) and hands back what they
+    print. Placeholders: `hostname`, `device_id`, `resource_class`, and for the kernel log `since`/`until` (ISO
+    8601, UTC) and `since_epoch`/`until_epoch` (whole seconds, for `journalctl --since @…`). When `kernel_log`
+    fails (e.g. no journald), `kernel_log_fallback` (typically `dmesg --time-format iso`) is read instead; the
+    reading names which one answered (`journalctl` or `dmesg`). An unconfigured part is reported missing."""
+
+    def __init__(self, commands: Mapping[str, Any]) -> None:
+        self._commands: dict[str, tuple[tuple[str, ...], float]] = {}
+        for key, spec in commands.items():
+            where = f"hardware_commands.{key}"
+            if key not in HARDWARE_COMMAND_KEYS:
+                raise ValueError(f"{where}: unknown part (known: {', '.join(HARDWARE_COMMAND_KEYS)})")
+            template, timeout = (spec, _HARDWARE_TIMEOUT_S) if isinstance(spec, str) else _spec(where, spec)
             try:
-                stdout, stderr = process.communicate(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
-                return _Finished(process.returncode, stdout or "", stderr or "")
-            except subprocess.TimeoutExpired:
-                if should_stop():
-                    stdout, stderr = _stop(process)
-                    return _Finished(None, stdout, stderr, f"interrupted: the agent is stopping ({program} ended)")
-                if time.monotonic() >= deadline:
-                    stdout, stderr = _stop(process)
-                    return _Finished(None, stdout, stderr, f"{program} timed out after {timeout_s:g} s")
+                tokens = tuple(shlex.split(template))
+            except ValueError as exc:
+                raise ValueError(f"{where}: cannot be split: {exc}") from exc
+            if not tokens:
+                raise ValueError(f"{where}: the template is empty")
+            self._commands[key] = (tokens, timeout)
+
+    def read(
+        self,
+        part: str,
+        target: Target,
+        *,
+        phase: Phase,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Reading:
+        context = {
+            "hostname": target.hostname,
+            "device_id": target.device_id,
+            "resource_class": target.resource_class,
+            "since": _iso(since),
+            "until": _iso(until),
+            "since_epoch": int(since.timestamp()) if since else "",
+            "until_epoch": int(until.timestamp()) if until else "",
+        }
+        first = self._run(part, context)
+        if part != "kernel_log" or first.text is not None or "kernel_log_fallback" not in self._commands:
+            return Reading(first.text, first.problem, _source_of(part, self._commands.get(part)))
+        fallback = self._run("kernel_log_fallback", context)
+        if fallback.text is None:
+            return Reading(None, f"{first.problem}; fallback: {fallback.problem}")
+        return Reading(fallback.text, None, _source_of(part, self._commands["kernel_log_fallback"]))
+
+    def _run(self, key: str, context: Mapping[str, Any]) -> Reading:
+        configured = self._commands.get(key)
+        if configured is None:
+            return Reading(None, f"no command configured (hardware_commands.{key})")
+        tokens, timeout = configured
+        try:
+            argv = fill_arguments(tokens, context)
+        except (KeyError, ValueError, IndexError, AttributeError) as exc:
+            return Reading(None, f"hardware_commands.{key} cannot be filled in: {exc}")
+        finished = _execute(argv, lambda: False, timeout)
+        if finished.problem is not None:
+            return Reading(None, with_tail(finished.problem, finished.stderr))
+        if finished.returncode != 0:
+            return Reading(None, with_tail(exit_text(argv[0], finished.returncode), finished.stderr or finished.stdout))
+        return Reading(finished.stdout)
+
+
+def _spec(where: str, spec: Any) -> tuple[str, float]:
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("template"), str):
+        raise ValueError(f"{where}: a command template, or a table with `template` (and `timeout`)")
+    unknown = sorted(set(spec) - {"template", "timeout"})
+    if unknown:
+        raise ValueError(f"{where}: unknown key(s) {', '.join(unknown)} (known: template, timeout)")
+    timeout = spec.get("timeout", _HARDWARE_TIMEOUT_S)
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0:
+        raise ValueError(f"{where}.timeout: must be a positive number of seconds, got {timeout!r}")
+    return spec["template"], float(timeout)
+
+
+def _source_of(part: str, configured: tuple[tuple[str, ...], float] | None) -> str | None:
+    """The kernel log's tool, by the program the command names (after an `ssh host` prefix)."""
+    if part != "kernel_log" or configured is None:
+        return None
+    names = [os.path.basename(token) for token in configured[0]]
+    for tool in ("journalctl", "dmesg"):
+        if tool in names:
+            return tool
+    return os.path.basename(configured[0][0])
+
+
+def _iso(moment: datetime | None) -> str:
+    return moment.isoformat().replace("+00:00", "Z") if moment else ""
+
+
+def _execute(argv: list[str], should_stop: Callable[[], bool], timeout_s: float) -> _Finished:
+    """Run `argv` in its own process group until it ends, `should_stop` turns true, or `timeout_s` passes."""
+    program = argv[0]
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        return _Finished(None, "", "", f"command not found: {program}")
+    except PermissionError:
+        return _Finished(None, "", "", f"permission denied running {program}")
+    except OSError as exc:
+        return _Finished(None, "", "", f"could not start {program}: {exc.strerror or exc}")
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            stdout, stderr = process.communicate(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
+            return _Finished(process.returncode, stdout or "", stderr or "")
+        except subprocess.TimeoutExpired:
+            if should_stop():
+                stdout, stderr = _stop(process)
+                return _Finished(None, stdout, stderr, f"interrupted: the agent is stopping ({program} ended)")
+            if time.monotonic() >= deadline:
+                stdout, stderr = _stop(process)
+                return _Finished(None, stdout, stderr, f"{program} timed out after {timeout_s:g} s")
 
 
 def _stop(process: subprocess.Popen[str]) -> tuple[str, str]:

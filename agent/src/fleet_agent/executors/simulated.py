@@ -18,6 +18,10 @@ fabric fault fails every collective that includes them (culprit isolation's test
 The simulated hardware can be repaired: `repairs_file` is the technician's log, a JSON list of the
 device ids whose faulty part was swapped; a repaired device has no fault. It is read
 on every run, so a repair recorded while the agent runs takes effect on the device's next test.
+
+Its hardware can be read (`hardware`, a `SimulatedHardware`: the inventory around every job and the
+`health-window` test), with its own fault knobs: GPUs swapped (`swaps_file`) and health faults
+(`health_faults`: a fatal Xid, ECC growth, a pending row remap, HW slowdown) that only the health window sees.
 """
 
 from __future__ import annotations
@@ -33,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from fleet_agent.executors.base import COMPLETED, WORKFLOWS, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, health_window
+from fleet_agent.executors.simulated_hardware import HealthFault, SimulatedHardware
 from fleet_agent.parsers.nvbandwidth import metric_for_testcase
 
 __all__ = ["FAULT_MODES", "MODELLED_TESTS", "RESOURCE_CLASSES", "Fault", "SimulatedExecutor"]
@@ -57,6 +63,7 @@ MODELLED_TESTS: tuple[str, ...] = (
     "nccl-all-reduce",
     "ib-write-bw",
     MULTINODE_TEST,
+    HEALTH_WINDOW_TEST,
 )
 
 _DEFAULT_TESTCASES = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_write_ce")
@@ -160,6 +167,8 @@ class SimulatedExecutor:
         time_scale: float = 0.0,
         fabric_faults: frozenset[str] = frozenset(),
         repairs_file: Path | None = None,
+        health_faults: Mapping[str, tuple[HealthFault, ...]] | None = None,
+        swaps_file: Path | None = None,
     ) -> None:
         for label, share in (
             ("faulty_share", faulty_share),
@@ -181,6 +190,7 @@ class SimulatedExecutor:
         #: them is degraded, on every attempt, whatever the seed; their single-node tests pass.
         self.fabric_faults = frozenset(fabric_faults)
         self.repairs_file = repairs_file
+        self.hardware = SimulatedHardware(health_faults, swaps_file)
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: the simulation models single-node tests and collectives."""
@@ -240,6 +250,11 @@ class SimulatedExecutor:
         if problem is not None:
             return errored(problem, started_at, started_at)
         key = self._run_key(run)
+        if run.test == HEALTH_WINDOW_TEST:
+            # Reading counters and a log takes no time worth simulating; it can still fail like any tool.
+            if self._unit("errored", key, run.test, str(attempt)) < self.errored_share:
+                return errored(_crash_text(run), started_at)
+            return health_window(self.hardware, run)
         duration = self.nominal_duration_s(run)
         if self._unit("slow", key, run.test, str(attempt)) < self.slow_share:
             duration *= _SLOW_FACTOR
@@ -511,5 +526,7 @@ def _crash_text(run: TestRun) -> str:
         "Unable to init the socket connection",
         MULTINODE_TEST: f"mpirun exited with status 137: process rank 11 on node {host} exited on signal 9 "
         "(Killed); NCCL watchdog timeout",
+        HEALTH_WINDOW_TEST: f"the kernel log could not be read: journalctl exited with status 1 on {host}: "
+        "Failed to get journal fields: Bad message",
     }
     return texts[run.test]

@@ -26,13 +26,14 @@ from datetime import datetime
 from typing import Any, TypedDict
 
 from fleet_agent.executors.base import COMPLETED, TestOutcome, TestRun, errored
-from fleet_agent.parsers import ParseError, Parser, parser_for
+from fleet_agent.parsers import FACT_PARSERS, ParseError, Parser, parser_for
 
 __all__ = [
     "CommandSpec",
     "PreparedCommand",
     "TemplateError",
     "exit_text",
+    "fill_arguments",
     "outcome_of_output",
     "prepare_commands",
     "render_argv",
@@ -98,6 +99,11 @@ def prepare_commands(
             parse = parser_for(parser_name)
         except ValueError as exc:
             raise ValueError(f"{where}.parser: {exc}") from exc
+        if parser_name in FACT_PARSERS:
+            raise ValueError(
+                f"{where}.parser: {parser_name} reads hardware facts for the inventory, not a test's metrics "
+                "(configure it under hardware_commands)"
+            )
         timeout = spec.get("timeout")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):
             raise ValueError(f"{where}.timeout: must be a positive number of seconds, got {timeout!r}")
@@ -192,6 +198,12 @@ def _context(run: TestRun, attempt: int) -> dict[str, Any]:
         attempt=attempt,
     )
     return context
+
+
+def fill_arguments(tokens: tuple[str, ...], context: Mapping[str, Any]) -> list[str]:
+    """Split-then-fill for templates outside the `commands` table (the hardware commands): each token formatted
+    with `context`, so a value never becomes another argument. `KeyError` names an unknown placeholder."""
+    return _argv(tokens, context)
 
 
 def _argv(tokens: tuple[str, ...], context: Mapping[str, Any]) -> list[str]:

@@ -13,18 +13,40 @@ import statistics as _stats
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
-__all__ = ["PARSER_NAMES", "Metrics", "ParseError", "Parser", "parser_for", "summarise"]
+__all__ = [
+    "FACT_PARSERS",
+    "PARSER_NAMES",
+    "Metrics",
+    "ParseError",
+    "Parser",
+    "parser_for",
+    "summarise",
+]
 
 Metrics = dict[str, dict[str, Any]]
 
 
 class Parser(Protocol):
-    """Tool output (and the run's parameters, for parsers that need them) → metrics."""
+    """Tool output (and the run's parameters, for parsers that need them) → metrics, or for the hardware
+    readers (`FACT_PARSERS`) → the facts they read (an inventory, the adapters, the DMI fields)."""
 
-    def __call__(self, text: str, parameters: Mapping[str, Any] | None = None, /) -> Metrics: ...
+    def __call__(self, text: str, parameters: Mapping[str, Any] | None = None, /) -> dict[str, Any]: ...
 
 
-PARSER_NAMES: tuple[str, ...] = ("dcgm-diag-json", "nccl-all-reduce", "nvbandwidth", "nvidia-smi-csv:<fields>")
+PARSER_NAMES: tuple[str, ...] = (
+    "dcgm-diag-json",
+    "nccl-all-reduce",
+    "nvbandwidth",
+    "nvidia-smi-csv:<fields>",
+    "nvidia-smi-xml-health",
+    "kernel-log-xid",
+    "nvidia-smi-xml-inventory",
+    "ibstat",
+    "dmi-id",
+)
+
+#: Parsers that return hardware facts rather than metrics: the inventory's readers, never a test's parser.
+FACT_PARSERS: frozenset[str] = frozenset({"nvidia-smi-xml-inventory", "ibstat", "dmi-id"})
 
 
 class ParseError(ValueError):
@@ -54,11 +76,22 @@ def parser_for(name: str) -> Parser:
     name its columns. `nccl-all-reduce` reads the run parameter `collective` (default `all_reduce`) when a
     log holds several collectives.
     """
-    from fleet_agent.parsers import dcgm, nccl, nvbandwidth, nvidia_smi
+    from fleet_agent.parsers import dcgm, dmi, ibstat, kernel_log, nccl, nvbandwidth, nvidia_smi, nvidia_smi_xml
 
-    if name == "nccl-all-reduce":
-        return nccl.parse_all_reduce
-    simple = {"dcgm-diag-json": dcgm.parse_diag_json, "nvbandwidth": nvbandwidth.parse}.get(name)
+    with_parameters: dict[str, Parser] = {
+        "nccl-all-reduce": nccl.parse_all_reduce,
+        "nvidia-smi-xml-health": nvidia_smi_xml.parse_health,
+        "kernel-log-xid": kernel_log.parse_xid_metrics,
+        "ibstat": ibstat.parse_ibstat,
+        "dmi-id": dmi.parse_dmi,
+    }
+    if name in with_parameters:
+        return with_parameters[name]
+    simple = {
+        "dcgm-diag-json": dcgm.parse_diag_json,
+        "nvbandwidth": nvbandwidth.parse,
+        "nvidia-smi-xml-inventory": nvidia_smi_xml.parse_inventory,
+    }.get(name)
     if simple is not None:
         return _ignoring_parameters(simple)
     prefix = "nvidia-smi-csv:"
@@ -70,8 +103,8 @@ def parser_for(name: str) -> Parser:
     raise ValueError(f"unknown parser {name!r}; known: {', '.join(PARSER_NAMES)}")
 
 
-def _ignoring_parameters(parse: Callable[[str], Metrics]) -> Parser:
-    def parser(text: str, parameters: Mapping[str, Any] | None = None, /) -> Metrics:
+def _ignoring_parameters(parse: Callable[[str], dict[str, Any]]) -> Parser:
+    def parser(text: str, parameters: Mapping[str, Any] | None = None, /) -> dict[str, Any]:
         return parse(text)
 
     return parser

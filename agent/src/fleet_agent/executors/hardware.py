@@ -1,0 +1,247 @@
+"""What the agent reads about a device's hardware around each job: its inventory (the fingerprint a certificate
+binds) and the health evidence of the job's window (Xid/SXid events, ECC and row-remap counters before and
+after, throttle reasons seen).
+
+An executor that can read hardware has a `hardware` attribute, a `HardwareSource`: the command executor runs
+the configured `hardware_commands` on the device, the simulated executor renders what those tools would print
+for its simulated fleet. Both feed the same parsers here, so an inventory or a health window has one shape
+whatever produced it.
+
+* `collect_inventory` reads `nvidia-smi -q -x`, `ibstat` and the DMI table once per job; a part that cannot be
+  read is named in `missing` with the reason, and its fields stay null — nothing is invented.
+* `health_snapshot` reads the ECC/remap/throttle state (`nvidia-smi-xml-health`) at the start of a job.
+* `health_window` is the `health-window` test, which the runner runs last in a job: it reads the kernel log for
+  the job's window, the snapshot after, and judges nothing itself — it returns the metrics the requirement's
+  thresholds judge (`xid_fatal_count`, `row_remap_pending`, `ecc_uncorrected_delta`, `hw_slowdown_seen`, …) and
+  the `health` evidence object the execution report carries.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Literal, Protocol
+
+from fleet_agent.executors.base import COMPLETED, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.parsers import Metrics, ParseError
+from fleet_agent.parsers.dmi import parse_dmi
+from fleet_agent.parsers.ibstat import parse_ibstat
+from fleet_agent.parsers.kernel_log import parse_xid_events, xid_metrics
+from fleet_agent.parsers.nvidia_smi_xml import (
+    HEALTH_METRICS,
+    THROTTLE_REASONS,
+    parse_health,
+    parse_inventory,
+    throttle_reasons_active,
+)
+
+__all__ = [
+    "HARDWARE_PARTS",
+    "HEALTH_WINDOW_TEST",
+    "MAX_XID_EVENTS",
+    "HardwareSource",
+    "HealthSnapshot",
+    "Reading",
+    "collect_inventory",
+    "health_snapshot",
+    "health_window",
+]
+
+logger = logging.getLogger("fleet_agent.hardware")
+
+#: The test the runner runs last in a job: the health evidence of the job's window.
+HEALTH_WINDOW_TEST = "health-window"
+#: What a hardware source can be asked to read.
+HARDWARE_PARTS: tuple[str, ...] = ("nvidia_smi", "ibstat", "dmi", "kernel_log")
+#: At most this many events travel in `health.xid_events` (the counts in the metrics are always complete).
+MAX_XID_EVENTS = 200
+
+Phase = Literal["inventory", "before", "after"]
+
+
+@dataclass(frozen=True)
+class Reading:
+    """A tool's output, or why there is none; `source` names the tool that answered (the kernel log's
+    `journalctl`, `dmesg` or `simulated`)."""
+
+    text: str | None
+    problem: str | None = None
+    source: str | None = None
+
+
+class HardwareSource(Protocol):
+    """Reads one part of a device's hardware state (`HARDWARE_PARTS`); never raises for a failing tool."""
+
+    def read(
+        self,
+        part: str,
+        target: Target,
+        *,
+        phase: Phase,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Reading: ...
+
+
+@dataclass(frozen=True)
+class HealthSnapshot:
+    """The `nvidia-smi-xml-health` metrics at one moment, or why they could not be read."""
+
+    at: datetime
+    metrics: Metrics | None
+    problem: str | None = None
+
+    def values(self) -> dict[str, Any]:
+        """metric → value (None where a GPU did not report it), the form `health.ecc` carries."""
+        metrics = self.metrics or {}
+        return {name: metrics.get(name, {}).get("value") for name in HEALTH_METRICS}
+
+
+@dataclass
+class _Inventory:
+    driver_version: str | None = None
+    cuda_version: str | None = None
+    gpus: list[dict[str, Any]] = field(default_factory=list)
+    hcas: list[dict[str, Any]] = field(default_factory=list)
+    host: dict[str, Any] = field(default_factory=lambda: {"bios_version": None, "system_serial": None})
+    missing: list[str] = field(default_factory=list)
+
+
+def collect_inventory(source: HardwareSource, target: Target, nvidia_smi: Reading | None = None) -> dict[str, Any]:
+    """The device's inventory in the wire form of the execution report (see docs/agent.md); `nvidia_smi` is a
+    reading already taken (the job's start reads it once for the inventory and the health snapshot)."""
+    inventory = _Inventory()
+    gpu_reading = nvidia_smi or source.read("nvidia_smi", target, phase="inventory")
+    gpus = _parsed(gpu_reading, "nvidia-smi", parse_inventory, inventory)
+    if gpus is not None:
+        inventory.driver_version = gpus["driver_version"]
+        inventory.cuda_version = gpus["cuda_version"]
+        inventory.gpus = gpus["gpus"]
+    hcas = _parsed(source.read("ibstat", target, phase="inventory"), "ibstat", parse_ibstat, inventory)
+    if hcas is not None:
+        inventory.hcas = hcas["hcas"]
+    host = _parsed(source.read("dmi", target, phase="inventory"), "dmi", parse_dmi, inventory)
+    if host is not None:
+        inventory.missing.extend(host.pop("missing"))
+        inventory.host = host
+    return {
+        "driver_version": inventory.driver_version,
+        "cuda_version": inventory.cuda_version,
+        "gpus": inventory.gpus,
+        "hcas": inventory.hcas,
+        "host": inventory.host,
+        "missing": inventory.missing,
+    }
+
+
+def _parsed(reading: Reading, what: str, parse: Any, inventory: _Inventory) -> dict[str, Any] | None:
+    if reading.text is None:
+        inventory.missing.append(f"{what}: {reading.problem or 'not read'}")
+        return None
+    try:
+        parsed: dict[str, Any] = parse(reading.text)
+    except ParseError as exc:
+        inventory.missing.append(f"{what}: {exc}")
+        return None
+    return parsed
+
+
+def health_snapshot(
+    source: HardwareSource, target: Target, phase: Phase = "before", reading: Reading | None = None
+) -> HealthSnapshot:
+    """The device's ECC, row-remap and throttle state now (or in `reading`, taken just now)."""
+    at = utc_now()
+    reading = reading or source.read("nvidia_smi", target, phase=phase)
+    if reading.text is None:
+        return HealthSnapshot(at, None, f"nvidia-smi: {reading.problem or 'not read'}")
+    try:
+        return HealthSnapshot(at, parse_health(reading.text))
+    except ParseError as exc:
+        return HealthSnapshot(at, None, f"nvidia-smi: {exc}")
+
+
+def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
+    """The `health-window` test of `run` (one device): the kernel log of the window from `run.window_since`
+    (default: now) to now, the health snapshot after, and the one from `run.health_before` (default: read now).
+    Errored — never passed — when any of them cannot be read."""
+    started_at = utc_now()
+    if len(run.targets) != 1:
+        return errored(f"test {run.test} runs on one device, got {len(run.targets)}", started_at)
+    target = run.targets[0]
+    since = run.window_since or started_at
+    before = run.health_before or health_snapshot(source, target, "before")
+    after = health_snapshot(source, target, "after")
+    until = utc_now()
+    log = source.read("kernel_log", target, phase="after", since=since, until=until)
+    finished_at = utc_now()
+    for problem in (
+        before.problem and f"the health snapshot at the start of the window could not be read: {before.problem}",
+        after.problem and f"the health snapshot at the end of the window could not be read: {after.problem}",
+        log.text is None and f"the kernel log could not be read: {log.problem or 'not read'}",
+    ):
+        if problem:
+            return errored(problem, started_at, finished_at)
+    assert log.text is not None and before.metrics is not None and after.metrics is not None
+    try:
+        events = parse_xid_events(log.text, since=since, until=until)
+    except ParseError as exc:
+        return errored(f"the kernel log could not be read: {exc}", started_at, finished_at)
+
+    metrics: Metrics = {name: dict(entry) for name, entry in after.metrics.items()}
+    metrics.update(xid_metrics(events))
+    metrics["ecc_uncorrected_delta"] = _delta(before.metrics, after.metrics, "ecc_uncorrected_aggregate")
+    seen = sorted(set(throttle_reasons_active(before.metrics)) | set(throttle_reasons_active(after.metrics)))
+    metrics["hw_slowdown_seen"] = _seen(before.metrics, after.metrics, "hw_slowdown_active")
+    health = {
+        "window": {"since": _iso(since), "until": _iso(until)},
+        "source": log.source or "unknown",
+        "xid_events": [event.as_json() for event in events[:MAX_XID_EVENTS]],
+        "ecc": {"before": before.values(), "after": after.values()},
+        "throttle_reasons_seen": [reason for reason in THROTTLE_REASONS if reason in seen],
+    }
+    return TestOutcome(
+        status=COMPLETED,
+        metrics=metrics,
+        error=None,
+        started_at=started_at,
+        finished_at=finished_at,
+        health=health,
+    )
+
+
+def _delta(before: Metrics, after: Metrics, name: str) -> dict[str, Any]:
+    """after − before, summed over GPUs (per GPU in statistics); no value when either side lacks a GPU's count
+    or the GPUs differ (a GPU that vanished or appeared is not a zero)."""
+    first = before.get(name, {}).get("statistics") or {}
+    second = after.get(name, {}).get("statistics") or {}
+    statistics: dict[str, float | None] = {}
+    for bus in second:
+        a, b = first.get(bus), second.get(bus)
+        statistics[bus] = b - a if isinstance(a, int | float) and isinstance(b, int | float) else None
+    entry: dict[str, Any] = {"statistics": statistics}
+    if set(first) == set(second) and statistics and all(value is not None for value in statistics.values()):
+        entry["value"] = sum(value for value in statistics.values() if value is not None)
+    return entry
+
+
+def _seen(before: Metrics, after: Metrics, name: str) -> dict[str, Any]:
+    """1 when the reason was active on any GPU at either end of the window, 0 when every GPU reported it
+    inactive at both ends, no value otherwise."""
+    sides = [before.get(name, {}), after.get(name, {})]
+    statistics: dict[str, float | None] = {}
+    for side in sides:
+        for bus, value in (side.get("statistics") or {}).items():
+            if value:
+                statistics[bus] = 1
+            elif bus not in statistics or statistics[bus] == 0:
+                statistics[bus] = value if value is None else 0
+    if any(side.get("value") for side in sides):
+        return {"value": 1, "statistics": statistics}
+    if all("value" in side for side in sides):
+        return {"value": 0, "statistics": statistics}
+    return {"statistics": statistics}
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")

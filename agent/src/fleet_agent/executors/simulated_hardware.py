@@ -1,0 +1,265 @@
+"""The simulated fleet's hardware: what `nvidia-smi -q -x`, `ibstat`, the DMI table and the kernel log would print
+for a simulated device, rendered as those tools' text so that the real parsers read it (the simulated inventory
+and health window therefore have exactly the shapes of real ones).
+
+A device's identity (GPU serials and UUIDs, HCA GUIDs, BIOS version, system serial) is a pure function of its
+device id, not of the seed, so an agent restarted with another seed still sees the same hardware. Fault knobs:
+
+* **a swapped GPU**: `swaps_file` (`simulated-swaps.json` in the agent's state directory) maps a device id or
+  hostname to the indices of its GPUs that were replaced, e.g. `{"a01-n02": [3]}`; each listing of an index is
+  one more replacement, so that GPU gets a new serial and UUID. It is read on every collection, so a swap
+  recorded while the agent runs shows in the device's next job.
+* **health faults** (`health_faults`, hostnames or ids): `xid` (a fatal Xid 79 logged mid-window, or `xid=48`
+  for another code), `ecc` (two uncorrectable DRAM errors during the window), `remap` (a row remap pending after
+  the window), `slowdown` (HW slowdown active at the end of the window). The burn-in tests of such a device
+  still pass: only the `health-window` test sees the fault.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from fleet_agent.executors.base import Target
+from fleet_agent.executors.hardware import Phase, Reading
+from fleet_rules.xid import FATAL_XID
+
+__all__ = ["HEALTH_FAULT_KINDS", "SIMULATED_SWAPS", "HealthFault", "SimulatedHardware", "parse_health_faults"]
+
+#: The technician's log of swapped GPUs, in the agent's state directory.
+SIMULATED_SWAPS = "simulated-swaps.json"
+HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown")
+
+
+@dataclass(frozen=True)
+class HealthFault:
+    """One health fault of a simulated device: its kind and, for `xid`, the code logged."""
+
+    kind: str
+    code: int | None = None
+
+
+def parse_health_faults(spec: str) -> dict[str, tuple[HealthFault, ...]]:
+    """`host:kind[=code],…` → device (hostname or id) → its faults; `ValueError` names a bad entry."""
+    faults: dict[str, list[HealthFault]] = {}
+    for entry in (part.strip() for part in spec.split(",")):
+        if not entry:
+            continue
+        device, _, fault = entry.rpartition(":")
+        kind, _, code = fault.partition("=")
+        if not device or kind not in HEALTH_FAULT_KINDS:
+            raise ValueError(
+                f"health_faults: {entry!r} is not <hostname>:<kind> with kind one of {', '.join(HEALTH_FAULT_KINDS)}"
+            )
+        if code and (kind != "xid" or not code.isdigit()):
+            raise ValueError(f"health_faults: {entry!r}: only xid takes a code (xid=79)")
+        faults.setdefault(device, []).append(HealthFault(kind, int(code) if code else (79 if kind == "xid" else None)))
+    return {device: tuple(entries) for device, entries in faults.items()}
+
+
+@dataclass(frozen=True)
+class _Platform:
+    product_name: str
+    driver_version: str
+    cuda_version: str
+    vbios_version: str
+    part_number: str
+    bus_ids: tuple[str, ...]
+    hca_firmware: str
+    hca_rate_gbps: int
+    hcas: int
+    bios_version: str
+
+
+_PLATFORMS: Mapping[str, _Platform] = {
+    "gpu.h200.8x": _Platform(
+        product_name="NVIDIA H200",
+        driver_version="550.127.08",
+        cuda_version="12.4",
+        vbios_version="96.00.A5.00.01",
+        part_number="SIM-H200-SXM5-141GB",
+        bus_ids=tuple(f"00000000:{bus}:00.0" for bus in ("19", "3B", "4C", "5D", "9B", "BB", "CB", "DB")),
+        hca_firmware="28.39.1002",
+        hca_rate_gbps=400,
+        hcas=8,
+        bios_version="SIM-2.3.5",
+    ),
+    "gpu.gb200.nvl72": _Platform(
+        product_name="NVIDIA GB200",
+        driver_version="570.133.20",
+        cuda_version="12.8",
+        vbios_version="97.00.5B.00.0B",
+        part_number="SIM-GB200-186GB",
+        bus_ids=("00000008:01:00.0", "00000009:01:00.0", "00000018:01:00.0", "00000019:01:00.0"),
+        hca_firmware="28.43.1014",
+        hca_rate_gbps=400,
+        hcas=4,
+        bios_version="SIM-1.4.0",
+    ),
+}
+
+
+class SimulatedHardware:
+    """A `HardwareSource` over the simulated fleet (see the module docstring)."""
+
+    def __init__(
+        self, health_faults: Mapping[str, tuple[HealthFault, ...]] | None = None, swaps_file: Path | None = None
+    ) -> None:
+        self.health_faults = dict(health_faults or {})
+        self.swaps_file = swaps_file
+
+    def read(
+        self,
+        part: str,
+        target: Target,
+        *,
+        phase: Phase,
+        since: datetime | None = None,
+        until: datetime | None = None,
+    ) -> Reading:
+        platform = _PLATFORMS.get(target.resource_class)
+        if platform is None:
+            return Reading(None, f"the simulation has no hardware model for {target.resource_class}")
+        faults = self.faults_of(target)
+        if part == "nvidia_smi":
+            return Reading(self._nvidia_smi(target, platform, faults, phase))
+        if part == "ibstat":
+            return Reading(_ibstat(target, platform))
+        if part == "dmi":
+            return Reading(
+                f"/sys/class/dmi/id/bios_version:{platform.bios_version}\n"
+                f"/sys/class/dmi/id/product_serial:SIM{_digits(target.device_id, 'system', 10)}\n"
+            )
+        if part == "kernel_log":
+            return Reading(_kernel_log(target, platform, faults, since, until), source="simulated")
+        return Reading(None, f"the simulation cannot read {part}")
+
+    def faults_of(self, target: Target) -> tuple[HealthFault, ...]:
+        return self.health_faults.get(target.device_id, ()) + self.health_faults.get(target.hostname, ())
+
+    def swaps(self, target: Target) -> dict[int, int]:
+        """GPU index → how many times it was replaced (`swaps_file`); none when the file is absent or unreadable."""
+        if self.swaps_file is None:
+            return {}
+        try:
+            listed = json.loads(self.swaps_file.read_text())
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(listed, dict):
+            return {}
+        generations: dict[int, int] = {}
+        for key in (target.device_id, target.hostname):
+            indices = listed.get(key)
+            if isinstance(indices, list):
+                for index in indices:
+                    if isinstance(index, int) and not isinstance(index, bool):
+                        generations[index] = generations.get(index, 0) + 1
+        return generations
+
+    def _nvidia_smi(self, target: Target, platform: _Platform, faults: tuple[HealthFault, ...], phase: Phase) -> str:
+        kinds = {fault.kind for fault in faults}
+        after = phase == "after"
+        swaps = self.swaps(target)
+        root = ET.Element("nvidia_smi_log")
+        _leaf(root, "timestamp", "simulated")
+        _leaf(root, "driver_version", platform.driver_version)
+        _leaf(root, "cuda_version", platform.cuda_version)
+        _leaf(root, "attached_gpus", str(len(platform.bus_ids)))
+        for index, bus in enumerate(platform.bus_ids):
+            faulty_gpu = index == 0  # the simulated faults sit on the first GPU
+            generation = swaps.get(index, 0)
+            gpu = ET.SubElement(root, "gpu", id=bus)
+            _leaf(gpu, "product_name", platform.product_name)
+            _leaf(gpu, "serial", "1654" + _digits(target.device_id, f"gpu{index}/{generation}", 9))
+            _leaf(gpu, "uuid", f"GPU-{uuid.UUID(bytes=_digest(target.device_id, f'uuid{index}/{generation}')[:16])}")
+            _leaf(gpu, "vbios_version", platform.vbios_version)
+            _leaf(gpu, "board_part_number", platform.part_number)
+            pci = ET.SubElement(gpu, "pci")
+            _leaf(pci, "pci_bus_id", bus)
+            reasons = ET.SubElement(gpu, "clocks_event_reasons")
+            for reason in ("gpu_idle", "sw_power_cap", "hw_slowdown", "hw_thermal_slowdown",
+                           "hw_power_brake_slowdown", "sw_thermal_slowdown"):  # fmt: skip
+                active = after and faulty_gpu and "slowdown" in kinds and reason == "hw_slowdown"
+                _leaf(reasons, f"clocks_event_reason_{reason}", "Active" if active else "Not Active")
+            dram_errors = 2 if after and faulty_gpu and "ecc" in kinds else 0
+            ecc = ET.SubElement(gpu, "ecc_errors")
+            for scope in ("volatile", "aggregate"):
+                counters = ET.SubElement(ecc, scope)
+                for name, value in (("sram_correctable", 0), ("sram_uncorrectable", 0), ("dram_correctable", 0),
+                                    ("dram_uncorrectable", dram_errors)):  # fmt: skip
+                    _leaf(counters, name, str(value))
+            retired = ET.SubElement(gpu, "retired_pages")
+            for name in ("multiple_single_bit_retirement", "double_bit_retirement"):
+                _leaf(ET.SubElement(retired, name), "retired_count", "N/A")
+            _leaf(retired, "pending_blacklist", "N/A")
+            _leaf(retired, "pending_retirement", "N/A")
+            remapped = ET.SubElement(gpu, "remapped_rows")
+            pending = after and faulty_gpu and "remap" in kinds
+            _leaf(remapped, "remapped_row_corr", "0")
+            _leaf(remapped, "remapped_row_unc", "1" if pending else "0")
+            _leaf(remapped, "remapped_row_pending", "Yes" if pending else "No")
+            _leaf(remapped, "remapped_row_failure", "No")
+        return '<?xml version="1.0" ?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+
+
+def _ibstat(target: Target, platform: _Platform) -> str:
+    lines = []
+    for index in range(platform.hcas):
+        guid = "0x" + _digest(target.device_id, f"hca{index}").hex()[:16]
+        lines += [
+            f"CA 'mlx5_{index}'",
+            "\tCA type: MT4129",
+            "\tNumber of ports: 1",
+            f"\tFirmware version: {platform.hca_firmware}",
+            "\tHardware version: 0",
+            f"\tNode GUID: {guid}",
+            f"\tSystem image GUID: {guid}",
+            "\tPort 1:",
+            "\t\tState: Active",
+            "\t\tPhysical state: LinkUp",
+            f"\t\tRate: {platform.hca_rate_gbps}",
+            "\t\tLink layer: InfiniBand",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def _kernel_log(
+    target: Target,
+    platform: _Platform,
+    faults: tuple[HealthFault, ...],
+    since: datetime | None,
+    until: datetime | None,
+) -> str:
+    """`journalctl -k -o short-iso-precise` of the window: nothing from a healthy device, the Xid line otherwise."""
+    lines = []
+    start = since or datetime.now(UTC)
+    end = until or start
+    moment = start + (end - start) / 2
+    stamp = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+0000")
+    pci = platform.bus_ids[0][4:-2].lower()  # 00000000:19:00.0 → 0000:19:00, as the driver prints it
+    for fault in faults:
+        if fault.kind == "xid" and fault.code is not None:
+            meaning = FATAL_XID[fault.code].meaning if fault.code in FATAL_XID else "simulated GPU error"
+            lines.append(
+                f"{stamp} {target.hostname} kernel: NVRM: Xid (PCI:{pci}): {fault.code}, pid='<unknown>', "
+                f"name=<unknown>, {meaning}"
+            )
+    return "".join(f"{line}\n" for line in lines)
+
+
+def _leaf(parent: ET.Element, tag: str, text: str) -> None:
+    ET.SubElement(parent, tag).text = text
+
+
+def _digest(*parts: str) -> bytes:
+    return hashlib.sha256("\x1f".join(("simulated-hardware", *parts)).encode("utf-8")).digest()
+
+
+def _digits(device_id: str, what: str, count: int) -> str:
+    return str(int.from_bytes(_digest(device_id, what)[:8], "big") % 10**count).zfill(count)
