@@ -1,16 +1,21 @@
-"""A swapped GPU end to end: a real `fleet serve` and a real `fleet-agent` (simulated executor)
-accept a device; its inventory is then reported over HTTP with the agent's own client and
-satellite credentials (the agent that collects inventories is another helper's branch, not on
-main yet); the report with GPU 3 swapped supersedes the certificate (`hardware_changed`), the
-device is back in burn-in with the change in its history and on its page, and a re-burn-in on the
-new hardware certifies it again, binding the new fingerprint."""
+"""A swapped GPU end to end, with a real `fleet serve` and a real `fleet-agent` (simulated executor,
+which reports the device's inventory with every execution of a job):
+
+1. the agent burns the device in: accepted, its certificate binding the fingerprint the agent read;
+2. a technician swaps GPU 3 (the simulated executor's knob: `simulated-swaps.json` in the agent's
+   state directory);
+3. an accepted device is not burn-in eligible, so no job runs on it to read the swap: the agent's
+   own simulated hardware reads the device again (the same knob) and the report is sent with the
+   agent's client and credentials, as an execution outside a job — the certificate is superseded
+   with `hardware_changed`, the device is back in burn-in, its history and page say what changed;
+4. a re-burn-in job run by the agent on the new hardware certifies it again, binding the new
+   fingerprint.
+"""
 
 from __future__ import annotations
 
-import copy
-import os
+import json
 import re
-import socket
 import uuid
 
 import httpx
@@ -22,10 +27,11 @@ from fleet.access.roles import VIEWER
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
 from fleet.inventory.models import Device
 from fleet_agent.client import FleetClient
+from fleet_agent.executors.base import Target
+from fleet_agent.executors.hardware import collect_inventory
+from fleet_agent.executors.simulated_hardware import SIMULATED_SWAPS, SimulatedHardware
 from fleet_rules import fingerprint
 from fleet_rules.vocabulary import DeviceState, SupersedeReason
-from tests import helpers
-from tests.payloads import inventory
 from tests.support.stack import running_stack
 
 pytestmark = pytest.mark.e2e
@@ -48,52 +54,12 @@ parameter_profiles:
   - {resource_class: gpu.h200.8x, test: dcgm-diag, parameters: {level: 3}}
 """
 AGENT = {"FLEET_AGENT_FAULTY_SHARE": "0", "FLEET_AGENT_ERRORED_SHARE": "0"}
-SWAPPED_SERIAL = "1653020000003"
-
-
-#: The ports this test's server may take (FLEET_E2E_PORTS="first-last"; any free port when unset).
-PORTS = os.environ.get("FLEET_E2E_PORTS", "")
-
-
-def _port_in_range() -> int:
-    first, last = (int(p) for p in PORTS.split("-"))
-    for port in range(first, last + 1):
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) != 0:
-                return port
-    raise RuntimeError(f"no free port in {PORTS}")
 
 
 @pytest.fixture
-def small_stack(transactional_db, settings, tmp_path, monkeypatch):
-    if PORTS:
-        monkeypatch.setattr(helpers, "free_port", _port_in_range)
+def small_stack(transactional_db, settings, tmp_path):
     with running_stack(settings, tmp_path, fleet_text=ONE_DEVICE) as running:
         yield running
-
-
-def _report(client: FleetClient, device: Device, value: dict, status: str) -> str:
-    """One execution of gpu-diag, reported running then finished (passing) with `value`."""
-    execution_id = str(uuid.uuid4())
-    body = {
-        "requirement": "gpu-diag",
-        "device_id": str(device.id),
-        "status": "running",
-        "started_at": "2026-12-03T12:00:00Z",
-        "inventory": value,
-    }
-    client.report_execution(execution_id, body)
-    if status != "running":
-        client.report_execution(
-            execution_id,
-            body
-            | {
-                "status": status,
-                "finished_at": "2026-12-03T12:30:00Z",
-                "metrics": {"diag_failed_tests": {"value": 0, "unit": "tests"}},
-            },
-        )
-    return execution_id
 
 
 def _page(stack, hostname: str) -> str:
@@ -117,41 +83,50 @@ def _page(stack, hostname: str) -> str:
 def test_a_swapped_gpu_supersedes_the_certificate_and_sends_the_device_back_to_burn_in(small_stack):
     stack = small_stack
     device = Device.objects.get(hostname="a01-n01")
-    # The agent burns the device in: accepted, its certificate binding no fingerprint (main's agent reports none)
+    # 1. Burned in by the agent: accepted, the certificate binding what the agent read
     stack.agent("once", **AGENT)  # heartbeat: the workflows are advertised
     stack.dispatch([device.id], mode="all")
     stack.agent("once", **AGENT)
     device.refresh_from_db()
     assert device.state == DeviceState.ACCEPTED
+    certificate = AcceptanceCertificate.objects.get(device=device, superseded_at__isnull=True)
+    bound = certificate.document["fingerprint"]
+    assert bound is not None and len(bound["inventory"]["gpus"]) == 8
+    assert FingerprintSnapshot.objects.get(device=device).sha256 == bound["sha256"]
 
+    # 2. The technician swaps GPU 3 (the simulated executor's knob)
+    stack.state_dir.mkdir(parents=True, exist_ok=True)
+    swaps = stack.state_dir / SIMULATED_SWAPS
+    swaps.write_text(json.dumps({"a01-n01": [3]}))
+    target = Target(str(device.id), device.hostname, device.resource_class)
+    swapped = collect_inventory(SimulatedHardware(swaps_file=swaps), target)
+    before, after = bound["inventory"]["gpus"][3], swapped["gpus"][3]
+    assert after["serial"] != before["serial"]
+
+    # 3. The agent's report of the new hardware supersedes the certificate; the device is back in burn-in
     client = FleetClient(stack.base, stack.client_id, stack.client_secret)
-    # A run reporting the device's inventory: the first fingerprint, which a renewed certificate binds
-    _report(client, device, inventory(), "completed")
-    stack.agent("once", **AGENT)  # evaluates it and reconciles
-    bound = AcceptanceCertificate.objects.get(device=device, superseded_at__isnull=True)
-    assert bound.document["fingerprint"]["sha256"] == fingerprint.sha256(inventory())
-
-    # GPU 3 swapped: the next report supersedes the certificate and the device goes back to burn-in
-    swapped = copy.deepcopy(inventory())
-    swapped["gpus"][3]["serial"] = SWAPPED_SERIAL
-    _report(client, device, swapped, "running")
-    bound.refresh_from_db()
-    assert bound.supersede_reason == SupersedeReason.HARDWARE_CHANGED
+    client.report_execution(
+        str(uuid.uuid4()),
+        {"test": "dcgm-diag", "device_id": str(device.id), "status": "running", "inventory": swapped},
+    )
+    certificate.refresh_from_db()
+    assert certificate.supersede_reason == SupersedeReason.HARDWARE_CHANGED
     device.refresh_from_db()
     assert device.state == DeviceState.BURN_IN
+    change = f"GPU 3 ({after['pci_bus_id']}) serial {before['serial']} → {after['serial']}"
     history = stack.operator.get(f"/api/v1/devices/{device.id}/history/").json()["results"]
-    change = "GPU 3 (00000000:48:00.0) serial 1652020000003 → 1653020000003"
     assert history[0]["cause"] == "certificate_superseded" and change in history[0]["reason"]
     fingerprints = stack.operator.get(f"/api/v1/devices/{device.id}/fingerprints/").json()["fingerprints"]
-    assert fingerprints[0]["changes"][0]["text"] == change
+    assert change in [c["text"] for c in fingerprints[0]["changes"]]
     page = _page(stack, "a01-n01")
-    assert "hardware changed</strong>: GPU 3 (00000000:48:00.0) serial 1652020000003 → 1653020000003" in page
-    assert FingerprintSnapshot.objects.filter(device=device).count() == 2
+    assert f"hardware changed</strong>: {change}" in page
 
-    # Burned in again on the new hardware: certified again, binding the new fingerprint
-    _report(client, device, swapped, "completed")
+    # 4. A re-burn-in job on the new hardware: certified again, binding the new fingerprint
+    stack.agent("once", **AGENT)  # reconciles: the projection catches up with the report (in progress)
+    assert len(stack.dispatch([device.id], mode="all")["created_jobs"]) == 1
     stack.agent("once", **AGENT)
     device.refresh_from_db()
+    assert device.state == DeviceState.ACCEPTED
     renewed = AcceptanceCertificate.objects.get(device=device, superseded_at__isnull=True)
     assert renewed.document["fingerprint"]["sha256"] == fingerprint.sha256(swapped)
-    assert device.state == DeviceState.ACCEPTED
+    assert renewed.document["fingerprint"]["inventory"]["gpus"][3]["serial"] == after["serial"]
