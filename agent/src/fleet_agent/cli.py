@@ -151,9 +151,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         if args.command == "gate":
-            for line in agent.gate_nodes().lines():
+            gated = agent.gate_nodes()
+            for line in gated.lines():
                 print(line)  # noqa: T201 - what the command is for
-            return 0
+            return 1 if gated.failed else 0
         if args.command == "once":
             report = agent.once()
             logger.info(
