@@ -93,7 +93,7 @@ def satellite_node_states(*, satellite: Satellite, limit: int, cursor: str | Non
         after = str(payload.get("after", ""))
     entered = repair_entries().filter(device=OuterRef("pk"))
     in_repair = {"state": DeviceState.NEEDS_REPAIR}
-    rows = list(
+    found = list(
         Device.objects.filter(satellite=satellite, hostname__gt=after)
         .annotate(
             why=Case(When(**in_repair, then=Left(Subquery(entered.values("reason")[:1]), NODE_WHY_MAX))),
@@ -104,9 +104,9 @@ def satellite_node_states(*, satellite: Satellite, limit: int, cursor: str | Non
         .values("id", "hostname", "state", "why", "cause", "since")[: limit + 1]
     )
     items = [
-        NodeState(r["id"], r["hostname"], r["state"], r["why"] or r["cause"] or "", r["since"]) for r in rows[:limit]
+        NodeState(d["id"], d["hostname"], d["state"], d["why"] or d["cause"] or "", d["since"]) for d in found[:limit]
     ]
-    more = len(rows) > limit and items
+    more = len(found) > limit and items
     next_cursor = (
         cursor_encode({"satellite": str(satellite.id), "after": items[-1].hostname}, purpose="node-states")
         if more
