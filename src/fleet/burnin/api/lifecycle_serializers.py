@@ -156,3 +156,29 @@ class BreakerResetResponseSerializer(serializers.Serializer):
     breaker = BreakerSerializer()
     moved = serializers.ListField(child=serializers.UUIDField(), help_text="Held devices sent to repair now.")
     held = serializers.ListField(child=serializers.UUIDField(), help_text="Held again (the breaker tripped again).")
+
+
+# --- the node gate's read (satellites only) --------------------------------------------------------
+
+
+class NodeStatesQuerySerializer(serializers.Serializer):
+    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
+    satellite_name = serializers.CharField(max_length=100)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=500)
+    cursor = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+
+
+class NodeStateSerializer(serializers.Serializer):
+    device_id = serializers.UUIDField()
+    hostname = serializers.CharField()
+    state = serializers.ChoiceField(choices=DeviceState.choices)
+    why = serializers.CharField(
+        allow_blank=True,
+        help_text="In needs_repair: why, from the change that sent it there (at most 200 characters); else empty.",
+    )
+    since = serializers.DateTimeField(allow_null=True, help_text="In needs_repair: since when; else null.")
+
+
+class NodeStatesPageSerializer(serializers.Serializer):
+    results = NodeStateSerializer(source="items", many=True)
+    next_cursor = serializers.CharField(allow_null=True, help_text="Null on the last page.")

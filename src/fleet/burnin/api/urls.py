@@ -16,6 +16,7 @@ urlpatterns = [
         views.SatelliteResourceClassesView.as_view(),
         name="satellite-resource-classes",
     ),
+    path("satellites/node-states/", lifecycle_views.SatelliteNodeStatesView.as_view(), name="satellite-node-states"),
     path("burn-in/executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
     path("burn-in/evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
     path("burn-in/evaluations/results/", views.EvaluationResultsUpsertView.as_view(), name="evaluations-results"),
