@@ -139,7 +139,9 @@ _FACTS_COLUMNS = select_list(
         "certificate_executions": """(SELECT jsonb_object_agg(q->>'name', q->'execution'->>'id')
         FROM jsonb_array_elements(c.document->'requirements') q)""",
         "fingerprint_sha256": "fp.sha256",
-        "fingerprint_inventory": "fp.inventory",
+        # The inventory (a few kB) on the device's first row only: `_load` reads it there.
+        "fingerprint_inventory": """CASE WHEN row_number() OVER (PARTITION BY f.id ORDER BY r.name) = 1
+            THEN fp.inventory END""",
         "execution_fingerprint": "x.fingerprint_sha256",
     },
 )
