@@ -117,6 +117,7 @@ class FleetBuilder:
         execution_id: UUID | None = None,
         error: str = "",
         health: dict | None = None,
+        inventory: dict | None = None,
     ):
         """Report an execution through the service, as an agent would (`health` as the API
         stores it: JSON, times as ISO 8601 strings)."""
@@ -136,6 +137,7 @@ class FleetBuilder:
             started_at=now,
             finished_at=None if status == "running" else now,
             health=health,
+            inventory=inventory,
         )
         return execution_report(
             execution_id=execution_id or uuid4(), report=report, actor=None, reported_by="test"

@@ -25,22 +25,22 @@ def test_database_url() -> str:
 
 
 def free_port() -> int:
-    """A free local port: any (the system chooses), or the first free one of `FLEET_TEST_PORTS`
-    (`8640-8649`) when several suites share a machine and each keeps to its own range."""
+    """A port nothing listens on: any (the kernel's choice), or one of `FLEET_TEST_PORTS`
+    ("first-last") on a machine where each user of it has its own range."""
     wanted = os.environ.get("FLEET_TEST_PORTS", "")
-    if wanted:
-        low, _, high = wanted.partition("-")
-        for port in range(int(low), int(high or low) + 1):
-            with socket.socket() as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError:
-                    continue
-                return port
-        raise RuntimeError(f"no free port in FLEET_TEST_PORTS={wanted}")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    if not wanted:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    first, last = (int(p) for p in wanted.split("-"))
+    for port in range(first, last + 1):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free port in FLEET_TEST_PORTS={wanted}")
 
 
 def fleet_env(**extra: str) -> dict[str, str]:

@@ -29,3 +29,36 @@ def failing_payload(metric: str = "diag_failed_tests", threshold=0, comparator: 
             }
         },
     }
+
+
+# --- hardware fingerprints (the execution report's `inventory`) ---------------------------------
+
+
+def inventory_gpu(index: int, serial: str | None = None, **fields) -> dict:
+    return {
+        "uuid": f"GPU-{index:08d}-aaaa-bbbb-cccc-000000000000",
+        "serial": serial if serial is not None else f"16520200{index:05d}",
+        "pci_bus_id": f"00000000:{0x18 + index * 0x10:02X}:00.0",
+        "vbios_version": "96.00.89.00.01",
+        "part_number": "692-2G520-0200-000",
+        "product_name": "NVIDIA H100 80GB HBM3",
+    } | fields
+
+
+def inventory(gpus: int = 8, **fields) -> dict:
+    return {
+        "driver_version": "550.54.15",
+        "cuda_version": "12.4",
+        "gpus": [inventory_gpu(i) for i in range(gpus)],
+        "hcas": [
+            {
+                "name": f"mlx5_{i}",
+                "firmware_version": "28.39.1002",
+                "node_guid": f"0xa088c20300{i:06x}",
+                "ports": [{"port": 1, "state": "Active", "rate_gbps": 400}],
+            }
+            for i in range(2)
+        ],
+        "host": {"bios_version": "2.1.3", "system_serial": "SYS-0001"},
+        "missing": [],
+    } | fields

@@ -224,7 +224,11 @@ def flatmap_path_parameters(context, path_parameters):
 @st.composite
 def _steered_query(draw, query: dict, path: str) -> dict:
     query = dict(query)
-    if path in ("/api/v1/burn-in/evaluations/pending/", "/api/v1/satellites/resource-classes/"):
+    if path in (
+        "/api/v1/burn-in/evaluations/pending/",
+        "/api/v1/satellites/resource-classes/",
+        "/api/v1/satellites/node-states/",
+    ):
         if draw(_mostly):
             query["site_slug"], query["satellite_name"] = draw(st.sampled_from(SEEDS.satellites))
     elif path == "/api/v1/policies/resolved-thresholds/":

@@ -26,10 +26,13 @@ from django.utils import timezone
 
 from fleet.access.roles import VIEWER, roles_sync
 from fleet.burnin.evidence.pack import evidence_pack_build
+from fleet.burnin.models import FingerprintSnapshot
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet_rules import fingerprint
 from fleet_rules.evidence_pack import pack_file_name
 from tests.burnin.certs import evaluate_now, sweep
+from tests.payloads import inventory
 from tests.schema_validation import ValidatingAPIClient
 
 RC = "gpu.h200.8x"
@@ -353,6 +356,7 @@ def test_building_a_pack_costs_the_same_queries_whatever_the_number_of_execution
         DeviceStateChange.objects.create(
             device=device, from_state="burn_in", to_state="maintenance", at=timezone.now(), actor="x", cause="operator"
         )
+    _fingerprints(device, 1 + extra)
     sweep(satellite)
     with CaptureQueriesContext(connection) as queries:
         pack = evidence_pack_build(device_id=device.id, generated_by="test")
@@ -362,9 +366,50 @@ def test_building_a_pack_costs_the_same_queries_whatever_the_number_of_execution
     assert node["attempts"]["included"] == min(2 + extra, 20)  # the newest 20 a target, documented
     assert manifest["health"]["count"] == 1 + extra and len(manifest["health"]["reports"]) == min(1 + extra, 20)
     assert len(manifest["files"]) == min(2 + extra, 20) + 1 + min(1 + extra, 20)
-    # Held equal at both sizes (10: device, topologies, policy, rows, thresholds, executions,
-    # history, repairs, health reports, the signing key's publication).
-    assert len(queries) == 10, [q["sql"][:120] for q in queries.captured_queries]
+    assert manifest["fingerprints"]["count"] == 1 + extra
+    assert len(manifest["fingerprints"]["snapshots"]) == min(1 + extra, 20)
+    # Held equal at both sizes (11: device, topologies, policy, rows, thresholds, executions,
+    # history, repairs, fingerprints, health reports, the signing key's publication).
+    assert len(queries) == 11, [q["sql"][:120] for q in queries.captured_queries]
+
+
+def _fingerprints(device, count: int) -> None:
+    """`count` fingerprints of the device, GPU 3 swapped each time, the last one current."""
+    now = timezone.now()
+    for n in range(count):
+        value = inventory()
+        value["gpus"][3]["serial"] = f"SWAP-{n}"
+        FingerprintSnapshot.objects.create(
+            device=device,
+            sha256=fingerprint.sha256(value),
+            canonical=fingerprint.canonical(value).decode(),
+            inventory=fingerprint.normalised(value),
+            first_seen_at=now - timedelta(minutes=count - n),
+            last_seen_at=now - timedelta(minutes=count - n),
+            replaced_at=None if n == count - 1 else now - timedelta(minutes=count - n - 1),
+        )
+
+
+def test_the_pack_holds_the_fingerprints_and_still_verifies(failed, viewer):
+    site, _, device, *_ = failed
+    _fingerprints(device, 3)
+    response = viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/", HTTP_ACCEPT="application/zip")
+    keys = viewer.get("/api/v1/certificates/keys/").json()
+    assert independent_verify(response.content, keys)
+    manifest = json.loads(members(response.content)["manifest.json"])
+    snapshots = manifest["fingerprints"]["snapshots"]
+    assert [s["current"] for s in snapshots] == [True, False, False]
+    assert snapshots[0]["inventory"]["gpus"][3]["serial"] == "SWAP-2"
+    assert snapshots[0]["sha256"] == rfc8785_sha256(snapshots[0]["inventory"])
+    assert snapshots[0]["changes"] == [
+        {"part": "gpu", "text": "GPU 3 (00000000:48:00.0) serial SWAP-1 → SWAP-2", "supersedes": True}
+    ]
+    assert snapshots[-1]["changes"] == []
+
+
+def rfc8785_sha256(value) -> str:
+    """The fingerprint's hash recomputed without the service's code."""
+    return hashlib.sha256(rfc8785.dumps(value)).hexdigest()
 
 
 def test_who_may_fetch_a_pack(failed, viewer, api, bearer, session_client, fleet):

@@ -19,7 +19,9 @@ Conditions and what docs/api.md ("Authentication", "Errors") promises for each:
 * a viewer's session (the `viewer` role: every `view_*` permission): every unsafe operation 403
   `permission_denied`; the reads listed in `VIEWER_READS` served (200);
 * operations for operators only (`OPERATORS_ONLY`): any satellite's client, its own site's too, 403
-  `permission_denied`.
+  `permission_denied`;
+* operations for satellites only (`SATELLITES_ONLY`): people (a viewer's session included) and
+  operator clients, 403 `permission_denied`; another site's satellite too.
 
 Every request is otherwise valid and names real objects of the site it targets (a positive control
 with the right caller proves it would have been served), so each refusal has exactly one reason.
@@ -82,6 +84,9 @@ OPERATORS_ONLY = {
     ("GET", "/api/v1/burn-in/sites/{site_id}/repair-queue/"),
     ("GET", "/api/v1/burn-in/sites/{site_id}/breakers/"),
 }
+#: Operations for satellites' agents: people and operator clients are refused (403), though they
+#: hold the scope and the permission.
+SATELLITES_ONLY = {("GET", "/api/v1/satellites/node-states/")}
 #: Reads whose answer to a viewer the matrix checks (served: 200).
 VIEWER_READS = {("GET", "/api/v1/devices/{device_id}/evidence-pack/")}
 
@@ -101,6 +106,7 @@ NOT_SITE_SCOPED = {
 NAMES_ITS_SITE = {
     "/api/v1/burn-in/evaluations/pending/",  # ?site_slug=&satellite_name=
     "/api/v1/satellites/resource-classes/",  # ?site_slug=&satellite_name=
+    "/api/v1/satellites/node-states/",  # ?site_slug=&satellite_name=
     "/api/v1/policies/resolved-thresholds/",  # ?site=
     "/api/v1/burn-in/executions/{execution_id}/",  # checked against the execution's site
 }
@@ -202,7 +208,11 @@ def _path(template: str, w: World) -> str:
 
 
 def _query(template: str, w: World) -> dict[str, str]:
-    if template in ("/api/v1/burn-in/evaluations/pending/", "/api/v1/satellites/resource-classes/"):
+    if template in (
+        "/api/v1/burn-in/evaluations/pending/",
+        "/api/v1/satellites/resource-classes/",
+        "/api/v1/satellites/node-states/",
+    ):
         return {"site_slug": "lon-1", "satellite_name": "sat-a"}
     if template == "/api/v1/policies/resolved-thresholds/":
         return {"requirement": str(w.requirement.id), "site": str(w.site.id)}
@@ -309,6 +319,8 @@ def expected(operation: Operation, condition: str) -> tuple[int, str | None] | N
     if condition == "viewer_session":
         if key in VIEWER_READS:
             return 200, None
+        if key in SATELLITES_ONLY:
+            return 403, "permission_denied"
         return (403, "permission_denied") if unsafe else None
     assert condition == "other_site_satellite"
     if key in NOT_SITE_SCOPED:
@@ -439,6 +451,9 @@ def test_every_operation_refuses_every_wrong_caller_as_documented_and_writes_not
         operators_only = (operation.method, operation.template) in OPERATORS_ONLY
         if operators_only:  # ... and its own site's satellite is refused too
             refused = _send(own_satellite, operation, w)
+            assert (refused.status_code, refused.json()["code"]) == (403, "permission_denied"), operation
+        if (operation.method, operation.template) in SATELLITES_ONLY:  # ... and an operator's client is refused
+            refused = _send(operator, operation, w)
             assert (refused.status_code, refused.json()["code"]) == (403, "permission_denied"), operation
         client = operator if "job:create" in operation.scopes or operators_only else own_satellite
         if operation.template == "/api/v1/burn-in/executions/{execution_id}/" and operation.method == "PUT":

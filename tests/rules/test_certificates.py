@@ -105,3 +105,18 @@ def test_the_document_is_canonical_and_its_hash_is_of_those_bytes():
     data = rules.canonical(document)
     assert b" " not in data.split(b'"hostname"')[0]
     assert rules.sha256(data) == rules.sha256(rules.canonical(dict(reversed(list(document.items())))))
+
+
+def test_a_single_node_pass_counts_only_on_the_devices_current_fingerprint():
+    from dataclasses import replace
+
+    from fleet_rules.certificates import on_current_hardware
+
+    single = rules.RequirementEvidence(uuid4(), "gpu-diag", "burn-in", "single_node", "device", uuid4(), None, "passed")
+    rack = replace(single, name="rack-nccl", scope="multi_node", target_kind="topology")
+    device = replace(DEVICE, fingerprint_sha256="a" * 64)
+    assert on_current_hardware(device, replace(single, fingerprint_sha256="a" * 64))
+    assert not on_current_hardware(device, replace(single, fingerprint_sha256="b" * 64))
+    assert not on_current_hardware(device, single)  # reported no fingerprint, the device has one
+    assert on_current_hardware(device, rack)  # a collective reports none
+    assert on_current_hardware(DEVICE, single)  # a device without fingerprints: judged as before

@@ -14,6 +14,7 @@ from fleet_agent.client import ApiError, FleetClient, Unreachable
 from fleet_agent.config import EXECUTORS, AgentConfig, ConfigError, load_config
 from fleet_agent.executors.base import Executor
 from fleet_agent.logs import configure
+from fleet_agent.node_gate import GateError, SlurmGate
 from fleet_agent.runner import Agent
 from fleet_agent.state import AgentState
 
@@ -27,6 +28,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in (
         ("run", "every loop, forever, until SIGTERM/SIGINT"),
         ("once", "one pass of every loop, then exit (non-zero on failure)"),
+        ("gate", "one sweep of the Slurm node gate, then exit: print what it changed (--dry-run: would change)"),
     ):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument("--api", help="Service URL (FLEET_AGENT_API)")
@@ -55,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument("--metrics-host", help="Address the metrics endpoint binds (default 127.0.0.1)")
         sub.add_argument("--log-level", help="DEBUG, INFO, WARNING, ...")
+        sub.add_argument(
+            "--dry-run",
+            action="store_true",
+            default=None,
+            help="The Slurm node gate prints the changes it would make and makes none (FLEET_AGENT_DRY_RUN)",
+        )
     return parser
 
 
@@ -86,9 +94,18 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
     )
 
 
+def make_gate(config: AgentConfig) -> SlurmGate | None:
+    if not config.node_gate:
+        return None
+    users = [user.strip() for user in config.node_gate_users.split(",") if user.strip()]
+    return SlurmGate(config.slurm_settings(), users=users)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     flags: dict[str, Any] = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
+    if args.command == "gate":
+        flags["node_gate"] = True
     try:
         config = load_config(flags, file=args.config)
     except ConfigError as exc:
@@ -109,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"fleet-agent: {exc}", file=sys.stderr)  # noqa: T201 - a configuration error, like those above
         client.close()
         return 2
-    agent = Agent(config, client, executor, state)
+    agent = Agent(config, client, executor, state, make_gate(config))
     metrics_server = None
     if config.metrics_port:
         try:
@@ -142,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         config.executor,
     )
     try:
+        if args.command == "gate":
+            gated = agent.gate_nodes()
+            for line in gated.lines():
+                print(line)  # noqa: T201 - what the command is for
+            return 1 if gated.failed else 0
         if args.command == "once":
             report = agent.once()
             logger.info(
@@ -153,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
             return 1 if agent.stopping else 0
         agent.run()
         return 0
-    except (ApiError, Unreachable) as exc:
+    except (ApiError, Unreachable, GateError) as exc:
         logger.error("%s", exc)
         return 1
     except Exception:

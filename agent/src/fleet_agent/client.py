@@ -226,6 +226,13 @@ class FleetClient:
             )
         )
 
+    def node_states(self, site: str, satellite: str, limit: int, cursor: str | None) -> JsonObject:
+        """One page of the satellite's devices with their lifecycle states (the node gate's read)."""
+        params: dict[str, str | int] = {"site_slug": site, "satellite_name": satellite, "limit": limit}
+        if cursor:
+            params["cursor"] = cursor
+        return _object(self.request("GET", "/api/v1/satellites/node-states/", params=params))
+
 
 class UnexpectedBody(Exception):
     """The service answered 2xx with something other than the JSON object its schema documents."""

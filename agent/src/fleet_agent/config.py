@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from fleet_agent.executors.slurm import SlurmSettings
+from fleet_agent.node_gate import DEFAULT_RESERVATION
 
 _SLURM = SlurmSettings()
 
@@ -75,6 +76,11 @@ class AgentConfig:
     slurm_bin_dir: str = _SLURM.bin_dir
     slurm_on_restart: str = _SLURM.on_restart
     slurm_sbatch_args: str = _SLURM.sbatch_args
+    # The Slurm node gate (fleet_agent.node_gate): keep nodes' Slurm states in line with their devices'.
+    node_gate: bool = False
+    node_gate_interval: float = 60.0
+    node_gate_users: str = ""  # comma-separated users the gate's reservation admits (default: the agent's own)
+    dry_run: bool = False  # the gate prints the changes it would make and makes none
 
     def check(self) -> AgentConfig:
         missing = [
@@ -99,6 +105,10 @@ class AgentConfig:
                 parse_health_faults(self.health_faults)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc
+        if self.node_gate and self.executor != "slurm":
+            raise ConfigError(f"node_gate: needs the slurm executor, not {self.executor}")
+        if self.node_gate_interval <= 0:
+            raise ConfigError("node_gate_interval: must be positive")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log_format: {self.log_format!r} is not one of text, json")
         if self.concurrency < 1:
@@ -114,6 +124,9 @@ class AgentConfig:
         values = {f.name: getattr(self, f"slurm_{f.name}") for f in fields(SlurmSettings)}
         values["node_names"] = dict(values["node_names"])
         values["output_dir"] = values["output_dir"] or str(Path(self.state_dir) / "slurm")
+        if self.node_gate and not values["reservation"]:
+            # burn-in jobs run in the gate's reservation: the only place its held nodes take jobs
+            values["reservation"] = DEFAULT_RESERVATION
         return SlurmSettings(**values).check()
 
 

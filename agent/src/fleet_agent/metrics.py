@@ -41,6 +41,20 @@ LAST_CONTACT = Gauge(
     "Unix time of the service's last answer that was not a transient failure.",
     registry=REGISTRY,
 )
+NODE_GATE_CHANGES = Counter(
+    "fleet_agent_node_gate_changes",
+    "Changes the node gate made to scheduler nodes (drain, resume, hold, release), by result "
+    "(applied, failed, dry_run: printed, not made).",
+    ["action", "result"],
+    registry=REGISTRY,
+)
+NODE_GATE_LEFT_ALONE = Gauge(
+    "fleet_agent_node_gate_left_alone",
+    "Nodes the last gate sweep left as they are although their device's state asks for a change, by why "
+    "(foreign_reason, foreign_reservation, not_in_slurm).",
+    ["why"],
+    registry=REGISTRY,
+)
 
 #: How jobs end in the agent: the three statuses it reports, and `abandoned` (the service took it back).
 JOB_OUTCOMES = ("succeeded", "failed", "abandoned")

@@ -28,6 +28,7 @@ from fleet_agent.executors.hardware import (
     collect_inventory,
     health_snapshot,
 )
+from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
 from fleet_rules.evaluator import evaluate
 
@@ -66,6 +67,7 @@ class PassReport:
     executions: int = 0
     evaluated: dict[str, int] = field(default_factory=lambda: {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0})
     reconciled: dict[str, dict[str, Any]] = field(default_factory=dict)
+    gated: list[GateReport] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -89,8 +91,16 @@ class JobAbandoned(Exception):
 
 
 class Agent:
-    def __init__(self, config: AgentConfig, client: FleetClient, executor: Executor, state: AgentState) -> None:
+    def __init__(
+        self,
+        config: AgentConfig,
+        client: FleetClient,
+        executor: Executor,
+        state: AgentState,
+        gate: SlurmGate | None = None,
+    ) -> None:
         self.config, self.client, self.executor, self.state = config, client, executor, state
+        self.gate = gate  # the Slurm node gate, when `node_gate` is on
         self._stop = threading.Event()
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -189,6 +199,8 @@ class Agent:
         report = PassReport()
         self.recover()
         self.heartbeat()
+        if self.gate is not None:  # before the jobs: a node burn-in runs on must be in the reservation
+            report.gated.append(self.gate_nodes())
         while not self.stopping:
             jobs = self.client.claim(self.config.site, self.config.satellite, self.config.concurrency)
             if not jobs:
@@ -199,6 +211,8 @@ class Agent:
                     report.executions += executions
         report.evaluated = self.evaluate_pending()
         report.reconciled = self.reconcile_all()
+        if self.gate is not None:  # and after the verdicts: they may have moved devices
+            report.gated.append(self.gate_nodes())
         return report
 
     def run(self) -> None:
@@ -209,6 +223,7 @@ class Agent:
         running: set[Future[int]] = set()
         loops = [
             ("heartbeat", self.config.heartbeat_interval, self.heartbeat),
+            *([("gate", self.config.node_gate_interval, self.gate_nodes)] if self.gate is not None else []),
             ("jobs", self.config.jobs_interval, lambda: self._claim_into(pool, running)),
             ("evaluate", self.config.evaluate_interval, self.evaluate_pending),
             ("reconcile", self.config.reconcile_interval, self.reconcile_all),
@@ -237,6 +252,15 @@ class Agent:
         for job in self.client.claim(self.config.site, self.config.satellite, free):
             future = pool.submit(self.run_job, job)
             running.add(future)
+
+    # --- the Slurm node gate --------------------------------------------------------------------
+
+    def gate_nodes(self) -> GateReport:
+        """One sweep of the node gate (`fleet_agent.node_gate`)."""
+        assert self.gate is not None
+        return gate_sweep(
+            self.client, self.gate, site=self.config.site, satellite=self.config.satellite, dry_run=self.config.dry_run
+        )
 
     # --- heartbeat ------------------------------------------------------------------------------
 

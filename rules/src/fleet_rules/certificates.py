@@ -21,7 +21,7 @@ from typing import Any
 from uuid import UUID
 
 from fleet_rules.canonical import canonical_json
-from fleet_rules.vocabulary import SupersedeReason, Verdict
+from fleet_rules.vocabulary import RequirementScope, SupersedeReason, Verdict
 
 #: The `format` member of every certificate document; a verifier refuses any other.
 FORMAT = "fleet-burnin/acceptance-certificate/v1"
@@ -44,6 +44,10 @@ class DeviceFacts:
     site_slug: str
     policy_version: int | None  # None: no acceptance policy for its resource class
     enrolled_at: datetime | None
+    #: The device's current hardware fingerprint (`fleet_rules.fingerprint`): its hash and the
+    #: inventory; None while its agent has reported none.
+    fingerprint_sha256: str | None = None
+    fingerprint: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class RequirementEvidence:
     thresholds: tuple[dict[str, Any], ...] = ()
     #: When this pass stops counting (`evidence_valid_for` after the execution finished); None: never.
     evidence_valid_until: datetime | None = None
+    #: The fingerprint the device reported with the deciding execution (None: none reported).
+    fingerprint_sha256: str | None = None
 
 
 @dataclass(frozen=True)
@@ -101,18 +107,30 @@ def rows_all_passed(policy_version: int | None, rows: Sequence[tuple[str | None,
 def is_certifiable(device: DeviceFacts, evidence: Sequence[RequirementEvidence]) -> bool:
     if not rows_all_passed(device.policy_version, [(item.verdict, item.row_policy_version) for item in evidence]):
         return False
-    return all(_evidence_holds(item) for item in evidence)
+    return all(_evidence_holds(device, item) for item in evidence)
 
 
-def _evidence_holds(item: RequirementEvidence) -> bool:
-    """The passed row's deciding execution carries a passing evaluation under the row's key."""
+def _evidence_holds(device: DeviceFacts, item: RequirementEvidence) -> bool:
+    """The passed row's deciding execution carries a passing evaluation under the row's key, and
+    ran on the hardware the device has now (`on_current_hardware`)."""
     return (
         item.target_id is not None
         and item.execution_id is not None
         and item.evaluation_passed is True
         and item.evaluation_source_key is not None
         and item.evaluation_source_key == item.row_source_key
+        and on_current_hardware(device, item)
     )
+
+
+def on_current_hardware(device: DeviceFacts, item: RequirementEvidence) -> bool:
+    """A single-node pass counts only if the device reported its current fingerprint with it: a
+    pass from before a GPU was swapped says nothing about the new GPU. A device whose agent reports
+    no fingerprint, and a multi-node requirement (its collective reports none), are judged as
+    before fingerprints."""
+    if device.fingerprint_sha256 is None or item.scope == RequirementScope.MULTI_NODE:
+        return True
+    return item.fingerprint_sha256 == device.fingerprint_sha256
 
 
 def valid_until(evidence: Sequence[RequirementEvidence]) -> datetime | None:
@@ -156,7 +174,13 @@ class Decision:
 #: The reasons a certificate stops holding (a renewal replaces it with a successor): an accepted
 #: device goes back to burn-in for these (`fleet_rules.lifecycle`).
 LIFTING_REASONS: frozenset[SupersedeReason] = frozenset(
-    {SupersedeReason.FAILED, SupersedeReason.ERRORED, SupersedeReason.EXPIRED, SupersedeReason.POLICY_CHANGED}
+    {
+        SupersedeReason.FAILED,
+        SupersedeReason.ERRORED,
+        SupersedeReason.EXPIRED,
+        SupersedeReason.POLICY_CHANGED,
+        SupersedeReason.HARDWARE_CHANGED,
+    }
 )
 
 
@@ -199,7 +223,17 @@ def document(
         "issued_at": timestamp(issued_at),
         "valid_until": timestamp(valid_until(evidence)),
         "previous_certificate_sha256": previous_sha256,
+        "fingerprint": fingerprint_member(device),
     }
+
+
+def fingerprint_member(device: DeviceFacts) -> dict[str, Any] | None:
+    """What the certificate binds of the hardware: the fingerprint's hash and its inventory (a
+    verifier recomputes the hash from the inventory, `fleet_rules.fingerprint.sha256`); null when
+    the device has reported none. Certificates issued before fingerprints have no such member."""
+    if device.fingerprint_sha256 is None or device.fingerprint is None:
+        return None
+    return {"sha256": device.fingerprint_sha256, "inventory": device.fingerprint}
 
 
 def _requirement(item: RequirementEvidence) -> dict[str, Any]:

@@ -25,6 +25,7 @@ from uuid import UUID
 from fleet_rules.canonical import canonical_json
 from fleet_rules.certificates import timestamp
 from fleet_rules.evidence import measured
+from fleet_rules.fingerprint import Change
 from fleet_rules.health_evidence import health_read
 from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
@@ -47,6 +48,7 @@ class Limits:
     history: int = 500
     repairs: int = 100
     health_reports: int = 20
+    fingerprints: int = 20
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,19 @@ class RepairRecord:
     created_at: datetime
     rerun_mode: str
     job_ids: Sequence[Any]
+
+
+@dataclass(frozen=True)
+class FingerprintRecord:
+    """One hardware fingerprint of the device (`fleet_rules.fingerprint`), with what changed since
+    the one before it."""
+
+    sha256: str
+    inventory: Mapping[str, Any]
+    first_seen_at: datetime
+    last_seen_at: datetime
+    current: bool
+    changes: Sequence[Change] = ()
 
 
 @dataclass(frozen=True)
@@ -326,6 +341,8 @@ def manifest(
     limits: Limits,
     health: Sequence[HealthReport] = (),
     health_total: int = 0,
+    fingerprints: Sequence[FingerprintRecord] = (),
+    fingerprints_total: int = 0,
 ) -> dict[str, Any]:
     """The manifest as the JSON value that is canonicalised and signed. `files` are the pack's
     other files (path → bytes), listed with their SHA-256; `history` and `repairs` newest first."""
@@ -380,6 +397,20 @@ def manifest(
                 for r in repairs
             ],
         },
+        "fingerprints": {
+            "count": fingerprints_total,
+            "snapshots": [
+                {
+                    "sha256": f.sha256,
+                    "current": f.current,
+                    "first_seen_at": timestamp(f.first_seen_at),
+                    "last_seen_at": timestamp(f.last_seen_at),
+                    "inventory": dict(f.inventory),
+                    "changes": [{"part": c.part, "text": c.text, "supersedes": c.supersedes} for c in f.changes],
+                }
+                for f in fingerprints
+            ],
+        },
         "targets": [_target(t) for t in sorted(targets, key=lambda t: (t.requirement, str(t.target_id)))],
         "health": {"count": health_total, "reports": [_health(h) for h in health]},
         "limits": {
@@ -387,6 +418,7 @@ def manifest(
             "history": limits.history,
             "repairs": limits.repairs,
             "health_reports": limits.health_reports,
+            "fingerprints": limits.fingerprints,
         },
         "files": [
             {"path": path, "sha256": hashlib.sha256(data).hexdigest(), "bytes": len(data)}

@@ -55,6 +55,23 @@ class DeviceState(Vocabulary):
 BURN_IN_STATES: frozenset[DeviceState] = frozenset({DeviceState.STAGED, DeviceState.BURN_IN, DeviceState.MAINTENANCE})
 
 
+class NodeGateAction(Vocabulary):
+    """What the agent's node gate does to a scheduler node (`fleet_rules.node_gate`, docs/agent.md)."""
+
+    DRAIN = "drain"  # drained with a fleet-burnin reason: no job starts on it
+    RESUME = "resume"  # fleet-burnin's drain lifted
+    HOLD = "hold"  # put in fleet-burnin's reservation: only burn-in jobs start on it
+    RELEASE = "release"  # taken out of fleet-burnin's reservation: back to production
+
+
+class NodeGateSkip(Vocabulary):
+    """Why the node gate left a node as it is although its device's state asks for a change."""
+
+    FOREIGN_REASON = "foreign_reason"  # drained (or down) by someone else: never resumed or re-reasoned
+    FOREIGN_RESERVATION = "foreign_reservation"  # in someone else's reservation: never released or taken over
+    NOT_IN_SLURM = "not_in_slurm"  # the scheduler has no node of that name
+
+
 class Mover(Vocabulary):
     """Who may cause a lifecycle transition (`fleet_rules.lifecycle`)."""
 
@@ -303,3 +320,16 @@ class ThrottleReason(Vocabulary):
     HW_THERMAL_SLOWDOWN = "hw_thermal_slowdown"
     HW_POWER_BRAKE_SLOWDOWN = "hw_power_brake_slowdown"
     SW_THERMAL_SLOWDOWN = "sw_thermal_slowdown"
+
+
+# --- hardware fingerprints -----------------------------------------------------------------------
+
+
+class RepairPartCheck(Vocabulary):
+    """A repaired part against the first fingerprint read after the repair (`fleet_rules.fingerprint`)."""
+
+    SEEN = "installed_seen"  # its installed serial is reported
+    NOT_SEEN = "installed_not_seen"  # its installed serial is not reported: a mismatch
+    REMOVED_STILL_SEEN = "removed_still_seen"  # the serial it says was removed is still reported: a mismatch
+    NO_SERIAL = "no_installed_serial"  # the record names no installed serial: nothing to check
+    NOT_READ_YET = "not_read_yet"  # no fingerprint has been read since the repair

@@ -12,6 +12,7 @@ from fleet.burnin.models import (
     AcceptanceOverride,
     DeviceDiagnosis,
     EvaluationResult,
+    FingerprintSnapshot,
     IsolationPlan,
     PolicyProgress,
     ReconcileSweep,
@@ -96,6 +97,13 @@ class AcceptanceCertificateAdmin(ViewOnlyAdmin):
     ]
     list_filter = ["supersede_reason", "resource_class", "site"]
     search_fields = ["serial", "device__hostname", "sha256"]
+    list_select_related = ["device"]
+
+
+@admin.register(FingerprintSnapshot)
+class FingerprintSnapshotAdmin(ViewOnlyAdmin):
+    list_display = ["sha256", "device", "first_seen_at", "last_seen_at", "reports", "replaced_at"]
+    search_fields = ["sha256", "device__hostname"]
     list_select_related = ["device"]
 
 

@@ -18,12 +18,14 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
+from fleet.burnin.fingerprints import fingerprint_observe
 from fleet.burnin.health import fatal_xid_count, fatal_xids_judge
 from fleet.burnin.models import TestExecution
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Topology
 from fleet.jobs.models import Job
 from fleet.policies.models import Requirement
+from fleet_rules import fingerprint
 from fleet_rules.vocabulary import FINISHED_EXECUTION_STATUSES, ExecutionStatus, RequirementScope
 
 #: Fields an agent may change by reporting again; everything else identifies the execution.
@@ -46,6 +48,8 @@ class ExecutionReport:
     #: The window's health evidence (validated, JSON-ready), or None: a report without one keeps
     #: what is stored.
     health: dict[str, Any] | None = None
+    #: The device's hardware fingerprint (`fleet_rules.fingerprint`); single-device executions only.
+    inventory: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -146,12 +150,29 @@ def _job(report: ExecutionReport, site_id: UUID) -> Job | None:
 
 @transaction.atomic
 def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Actor, reported_by: str) -> ReportOutcome:
-    """Create the execution, or apply the report's changes to it (a replay changes nothing)."""
+    """Create the execution, or apply the report's changes to it (a replay changes nothing), and
+    record the device's fingerprint when the report carries one (`burnin.fingerprints`)."""
     target = _target(report)
     site_id = target.site_id
     ensure_site_allowed(actor, site_id)
     if report.health is not None and target.device is None:
         raise ValidationError({"health": ["Health evidence belongs to a single device's execution, not a topology's."]})
+    if report.inventory is not None and target.device is None:
+        raise ValidationError({"inventory": ["Only a single-device execution (device_id) carries an inventory."]})
+    outcome = _report(execution_id, report, target, reported_by)
+    if report.inventory is not None and target.device is not None:
+        fingerprint_observe(
+            device_id=target.device.id,
+            inventory=report.inventory,
+            execution_id=outcome.execution.id,
+            now=timezone.now(),
+        )
+    return outcome
+
+
+def _report(execution_id: UUID, report: ExecutionReport, target: ReportTarget, reported_by: str) -> ReportOutcome:
+    site_id = target.site_id
+    fingerprint_sha256 = fingerprint.sha256(report.inventory) if report.inventory is not None else None
 
     existing = TestExecution.objects.select_for_update().filter(id=execution_id).first()
     if existing is None:
@@ -176,6 +197,7 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
             diagnostic=is_diagnostic_job(job),
             health=report.health,
             fatal_xids=fatal_xid_count(report.health),
+            fingerprint_sha256=fingerprint_sha256,
             created_at=now,
             updated_at=now,
         )
@@ -189,13 +211,15 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
             if report.health is not None:
                 fatal_xids_judge(execution)
             return ReportOutcome(execution, created=True)
-    outcome = _update(existing, report, target)
+    outcome = _update(existing, report, target, fingerprint_sha256)
     if "health" in outcome.changed:
         fatal_xids_judge(outcome.execution)
     return outcome
 
 
-def _update(execution: TestExecution, report: ExecutionReport, target: ReportTarget) -> ReportOutcome:
+def _update(
+    execution: TestExecution, report: ExecutionReport, target: ReportTarget, fingerprint_sha256: str | None
+) -> ReportOutcome:
     if (execution.device_id, execution.topology_id) != (
         target.device.id if target.device else None,
         target.topology.id if target.topology else None,
@@ -224,11 +248,17 @@ def _update(execution: TestExecution, report: ExecutionReport, target: ReportTar
         "health": execution.health if report.health is None else report.health,
     }
     changed = [name for name in MUTABLE_FIELDS if getattr(execution, name) != wanted[name]]
+    # The fingerprint is not evidence the evaluation reads: it changes no `updated_at`.
+    refingerprinted = fingerprint_sha256 is not None and fingerprint_sha256 != execution.fingerprint_sha256
+    if refingerprinted:
+        execution.fingerprint_sha256 = fingerprint_sha256
     if not changed:
+        if refingerprinted:
+            execution.save(update_fields=["fingerprint_sha256"])
         return ReportOutcome(execution, created=False)
     for name in changed:
         setattr(execution, name, wanted[name])
-    fields = [*changed, "updated_at"]
+    fields = [*changed, "updated_at", *(["fingerprint_sha256"] if refingerprinted else [])]
     if "health" in changed:
         execution.fatal_xids = fatal_xid_count(execution.health)
         fields.append("fatal_xids")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import F, Q
 
-from fleet.core.models import choices_check
+from fleet.core.models import choices_check, new_uuid
 from fleet_rules.vocabulary import ExecutionStatus, IsolationStatus, SupersedeReason, Verdict
 
 SOURCE_KEY_PATTERN = r"^[0-9a-f]{64}$"
@@ -49,6 +49,13 @@ class TestExecution(models.Model):
         default=0,
         db_default=0,
         help_text="How many of `health`'s events the fatal Xid table (fleet_rules.xid) named when it was reported.",
+    )
+    fingerprint_sha256 = models.CharField(
+        max_length=64,
+        null=True,
+        blank=True,
+        help_text="The hardware fingerprint the device reported with this execution (`FingerprintSnapshot.sha256`); "
+        "null: none reported. A certificate counts a single-node pass only on the device's current fingerprint.",
     )
     created_at = models.DateTimeField()
     updated_at = models.DateTimeField()
@@ -448,3 +455,40 @@ class PendingEvaluationKey(models.Model):
 
     def __str__(self) -> str:
         return f"{self.requirement_id} @ {self.site_id}: {self.source_key[:12]}"
+
+
+class FingerprintSnapshot(models.Model):
+    """A device's hardware fingerprint as its agent read it (`fleet_rules.fingerprint`): the
+    inventory, its RFC 8785 bytes and their SHA-256. A new row only when the hash moves; while it
+    stays, the current row's `last_seen_*` follow the reports. One row per device is current
+    (`replaced_at` null); the others are its history, oldest first by `first_seen_at`."""
+
+    id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
+    device = models.ForeignKey("inventory.Device", on_delete=models.CASCADE, related_name="fingerprints")
+    sha256 = models.CharField(max_length=64, help_text="SHA-256 hex of `canonical`.")
+    canonical = models.TextField(help_text="The RFC 8785 bytes of the inventory (UTF-8): what is hashed and bound.")
+    inventory = models.JSONField(help_text="The inventory (for display; `canonical` is the record).")
+    first_seen_at = models.DateTimeField()
+    first_execution = models.ForeignKey(
+        TestExecution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
+    last_seen_at = models.DateTimeField()
+    last_execution = models.ForeignKey(
+        TestExecution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+", db_index=False
+    )
+    reports = models.PositiveIntegerField(default=1, help_text="Execution reports that carried this fingerprint.")
+    replaced_at = models.DateTimeField(null=True, blank=True, help_text="When another fingerprint was read.")
+
+    class Meta:
+        ordering = ["device", "-first_seen_at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["device"], condition=Q(replaced_at__isnull=True), name="burnin_fingerprint_one_current"
+            ),
+            models.CheckConstraint(condition=Q(sha256__regex=SOURCE_KEY_PATTERN), name="burnin_fingerprint_sha256"),
+        ]
+        indexes = [models.Index(F("device"), F("first_seen_at").desc(), name="burnin_fingerprint_device_idx")]
+
+    def __str__(self) -> str:
+        state = "current" if self.replaced_at is None else "replaced"
+        return f"fingerprint {self.sha256[:12]} of {self.device_id} ({state})"

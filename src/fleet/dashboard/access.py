@@ -20,6 +20,7 @@ VIEW_EXECUTIONS = "burnin.view_testexecution"
 VIEW_JOBS = "jobs.view_job"
 VIEW_DEVICES = "inventory.view_device"
 VIEW_CERTIFICATES = "burnin.view_acceptancecertificate"
+VIEW_FINGERPRINTS = "burnin.view_fingerprintsnapshot"
 #: Preview and dispatch reruns (the rerun-plans API checks the same), and cancel jobs.
 DISPATCH = "jobs.add_job"
 CANCEL = "jobs.change_job"

@@ -271,7 +271,12 @@ class DevicePage(access.Page, View):
     permission_required = (access.VIEW_DEVICES, access.VIEW_EXECUTIONS)
 
     def get(self, request: HttpRequest, slug: str, hostname: str) -> HttpResponse:
-        read = device_page(slug, hostname, with_certificates=request.user.has_perm(access.VIEW_CERTIFICATES))
+        read = device_page(
+            slug,
+            hostname,
+            with_certificates=request.user.has_perm(access.VIEW_CERTIFICATES),
+            with_fingerprints=request.user.has_perm(access.VIEW_FINGERPRINTS),
+        )
         return render(request, "dashboard/device.html", _context(read))
 
 

@@ -167,6 +167,13 @@ def ensure_not_satellite(actor: Actor) -> None:
         raise PermissionDeniedError("A satellite's client cannot read or change device lifecycles.")
 
 
+def ensure_satellite_client(actor: Actor) -> None:
+    """Operations made for an agent (its node gate's reads) are satellites' only: a person or an
+    operator client is refused (403)."""
+    if caller_satellite(actor) is None:
+        raise PermissionDeniedError("This operation is for a satellite's agent; people read the device pages.")
+
+
 def ensure_site_allowed(actor: Actor, site_id: UUID) -> None:
     """A satellite-bound client may act only on its own site (403 otherwise)."""
     restricted = site_restriction(actor)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
+from fleet.burnin.api.fingerprint_serializers import InventorySerializer
 from fleet.core.fields import StrictBooleanField
 from fleet.core.serializers import ResolvedRuleSerializer
 from fleet_rules.certificates import FORMAT
@@ -66,6 +67,13 @@ class CertificateRequirementSerializer(serializers.Serializer):
     )
 
 
+class CertificateFingerprintSerializer(serializers.Serializer):
+    """The hardware the certificate vouches for (`fleet_rules.fingerprint`)."""
+
+    sha256 = serializers.RegexField(r"^[0-9a-f]{64}$", help_text="SHA-256 hex of the RFC 8785 form of `inventory`.")
+    inventory = InventorySerializer()
+
+
 class CertificateDocumentSerializer(serializers.Serializer):
     """The signed document (RFC 8785 canonical JSON of exactly this object is what is signed)."""
 
@@ -78,6 +86,12 @@ class CertificateDocumentSerializer(serializers.Serializer):
     valid_until = serializers.CharField(allow_null=True, help_text="The earliest expiry of its evidence; null: never.")
     previous_certificate_sha256 = serializers.CharField(
         allow_null=True, help_text="SHA-256 hex of the canonical bytes of the device's previous certificate."
+    )
+    fingerprint = CertificateFingerprintSerializer(
+        allow_null=True,
+        required=False,
+        help_text="The hardware fingerprint it binds; null when the device reported none; absent from certificates "
+        "issued before fingerprints.",
     )
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from fleet.core.fields import StrictBooleanField, StrictCharField, StrictChoiceField
-from fleet.lifecycle.models import DeviceStateChange
-from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause
+from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet_rules.vocabulary import DeviceState, RepairPartCheck, RepairRerun, TransitionCause
 
 #: Bounds of a repair record: a server has at most a few dozen replaceable parts.
 MAX_PARTS = 64
@@ -83,8 +86,31 @@ class RepairResponseSerializer(serializers.Serializer):
     )
 
 
+class RepairPartCheckSerializer(serializers.Serializer):
+    """One repaired part against the first hardware fingerprint read after the repair."""
+
+    kind = serializers.CharField()
+    slot = serializers.CharField(allow_blank=True)
+    outcome = serializers.ChoiceField(choices=RepairPartCheck.choices)
+    mismatch = serializers.BooleanField(help_text="The hardware read after the repair contradicts the record.")
+    text = serializers.CharField(help_text="The check in words.")
+
+
+class ListedRepairSerializer(RepairSerializer):
+    hardware_check = serializers.SerializerMethodField(
+        help_text="Each part against the first fingerprint the device reported after the repair: its installed "
+        "serial reported (`installed_seen`) or not (`installed_not_seen`, a mismatch), its removed serial still "
+        "reported (`removed_still_seen`, a mismatch), nothing to check, or no fingerprint read since."
+    )
+
+    @extend_schema_field(RepairPartCheckSerializer(many=True))
+    def get_hardware_check(self, repair: Repair) -> Any:
+        checks = self.context.get("hardware_checks", {}).get(repair.id, [])
+        return RepairPartCheckSerializer(checks, many=True).data
+
+
 class RepairListSerializer(serializers.Serializer):
-    results = RepairSerializer(many=True, help_text="Newest first, at most 100.")
+    results = ListedRepairSerializer(many=True, help_text="Newest first, at most 100.")
 
 
 class RepairQueueEntrySerializer(serializers.Serializer):
@@ -132,3 +158,29 @@ class BreakerResetResponseSerializer(serializers.Serializer):
     breaker = BreakerSerializer()
     moved = serializers.ListField(child=serializers.UUIDField(), help_text="Held devices sent to repair now.")
     held = serializers.ListField(child=serializers.UUIDField(), help_text="Held again (the breaker tripped again).")
+
+
+# --- the node gate's read (satellites only) --------------------------------------------------------
+
+
+class NodeStatesQuerySerializer(serializers.Serializer):
+    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
+    satellite_name = serializers.CharField(max_length=100)
+    limit = serializers.IntegerField(min_value=1, max_value=500, default=500)
+    cursor = serializers.CharField(required=False, allow_null=True, allow_blank=True)
+
+
+class NodeStateSerializer(serializers.Serializer):
+    device_id = serializers.UUIDField()
+    hostname = serializers.CharField()
+    state = serializers.ChoiceField(choices=DeviceState.choices)
+    why = serializers.CharField(
+        allow_blank=True,
+        help_text="In needs_repair: why, from the change that sent it there (at most 200 characters); else empty.",
+    )
+    since = serializers.DateTimeField(allow_null=True, help_text="In needs_repair: since when; else null.")
+
+
+class NodeStatesPageSerializer(serializers.Serializer):
+    results = NodeStateSerializer(source="items", many=True)
+    next_cursor = serializers.CharField(allow_null=True, help_text="Null on the last page.")

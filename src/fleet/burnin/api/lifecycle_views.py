@@ -1,6 +1,8 @@
 """The lifecycle's operations that need burn-in: an operator's transition (the acceptance gate), a
 repair record (it dispatches the re-burn-in), the repair queue and the circuit breakers. People
-and their clients only: a satellite's client is refused, and another site's."""
+and their clients only: a satellite's client is refused, and another site's. One read is the
+other way round: the node states a satellite's agent gates its scheduler's nodes by (satellites
+only, each its own)."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from rest_framework.views import APIView
 
 from fleet.burnin.api import lifecycle_serializers as s
 from fleet.burnin.certificates.acceptance import OVERRIDE_PERMISSION, device_move
+from fleet.burnin.reads.device import repair_checks
 from fleet.burnin.reads.repairs import repair_queue, site_breakers
 from fleet.burnin.repairs import breaker_reset, repair_record
 from fleet.core.exceptions import FleetError, NotFoundError, PermissionDeniedError
@@ -25,10 +28,11 @@ from fleet.core.pagination import FleetCursorPagination
 from fleet.core.permissions import acting_person
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses
-from fleet.inventory.identity import actor_label, ensure_not_satellite, ensure_site_allowed
+from fleet.inventory.identity import actor_label, ensure_not_satellite, ensure_satellite_client, ensure_site_allowed
 from fleet.inventory.models import Site
+from fleet.inventory.selectors import satellite_acting
 from fleet.lifecycle.models import DeviceStateChange
-from fleet.lifecycle.selectors import device_for_lifecycle, device_history, device_repairs
+from fleet.lifecycle.selectors import device_for_lifecycle, device_history, device_repairs, satellite_node_states
 from fleet_rules.explanations import SKIP_EXPLANATIONS
 from fleet_rules.lifecycle import needs_certificate
 from fleet_rules.vocabulary import DeviceState, Mover
@@ -128,7 +132,9 @@ class DeviceRepairsView(APIView):
     )
     def get(self, request: Request, device_id: UUID) -> Response:
         device = device_for_lifecycle(device_id=device_id, actor=request.user)
-        return Response(s.RepairListSerializer({"results": device_repairs(device)[:100]}).data)
+        repairs = list(device_repairs(device)[:100])
+        checks = repair_checks(device.id, repairs)
+        return Response(s.RepairListSerializer({"results": repairs}, context={"hardware_checks": checks}).data)
 
     @extend_schema(
         operation_id="api_v1_devices_repairs_create",
@@ -239,3 +245,30 @@ def _limit(request: Request) -> int:
     if not raw.isdigit() or not 1 <= int(raw) <= 500:
         raise FleetError("limit must be a whole number from 1 to 500.", field_errors={"limit": ["From 1 to 500."]})
     return int(raw)
+
+
+class SatelliteNodeStatesView(APIView):
+    required_scopes = ["fleet:read"]
+    required_permissions = ["inventory.view_device"]
+
+    @extend_schema(
+        operation_id="api_v1_satellites_node_states_retrieve",
+        tags=["Satellites"],
+        summary="Lifecycle states of a satellite's devices, for its node gate",
+        description=(
+            "The devices the satellite manages, by hostname (keyset-paginated), each with its lifecycle state and, "
+            "in needs_repair, why and since when: what the agent's node gate keeps its scheduler's nodes in line "
+            "with (docs/agent.md). Satellites' clients only, each for itself: people and operator clients are "
+            "refused (they read the device pages and the repair queue)."
+        ),
+        parameters=[s.NodeStatesQuerySerializer],
+        responses={200: s.NodeStatesPageSerializer, **error_responses(400, 401, 403)},
+    )
+    def get(self, request: Request) -> Response:
+        ensure_satellite_client(request.user)
+        query = validated(s.NodeStatesQuerySerializer, request, data=request.query_params)
+        satellite = satellite_acting(
+            site_slug=query["site_slug"], satellite_name=query["satellite_name"], actor=request.user
+        )
+        page = satellite_node_states(satellite=satellite, limit=query["limit"], cursor=query.get("cursor"))
+        return Response(s.NodeStatesPageSerializer(page).data)

@@ -13,6 +13,7 @@ from django.http import QueryDict
 from rest_framework import serializers
 from rest_framework.exceptions import ValidationError
 
+from fleet.burnin.api.fingerprint_serializers import InventorySerializer
 from fleet.burnin.execution_document import ExecutionHealthSerializer, MetricReadingSerializer, TestExecutionSerializer
 from fleet.core.errors import flatten_field_errors
 from fleet.core.fields import (
@@ -189,9 +190,17 @@ class TestExecutionReportSerializer(serializers.Serializer):
             "another one, never erased by one that carries none. A fatal Xid moves the device to needs_repair."
         ),
     )
+    inventory = InventorySerializer(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="The device's hardware fingerprint, read at the start of the job (single-device executions only).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         problems: dict[str, list[str]] = {}
+        if attrs.get("inventory") is not None and attrs.get("topology_id"):
+            problems["inventory"] = ["Only a single-device execution (device_id) carries an inventory."]
         if not attrs.get("requirement") and not attrs.get("test"):
             problems["requirement"] = ["Give the requirement name, or the test."]
         if bool(attrs.get("device_id")) == bool(attrs.get("topology_id")):
@@ -209,6 +218,7 @@ class TestExecutionReportSerializer(serializers.Serializer):
         if attrs.get("health") is not None:
             # stored as JSON in the shape the API returns it (times as ISO 8601 strings)
             attrs["health"] = _plain(ExecutionHealthSerializer(attrs["health"]).data)
+        attrs["inventory"] = _plain(attrs["inventory"])
         return attrs
 
 

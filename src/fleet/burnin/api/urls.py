@@ -1,6 +1,14 @@
 from django.urls import path
 
-from fleet.burnin.api import certificate_views, diagnosis_views, evidence_views, lifecycle_views, rerun_views, views
+from fleet.burnin.api import (
+    certificate_views,
+    diagnosis_views,
+    evidence_views,
+    fingerprint_views,
+    lifecycle_views,
+    rerun_views,
+    views,
+)
 
 urlpatterns = [
     path(
@@ -8,6 +16,7 @@ urlpatterns = [
         views.SatelliteResourceClassesView.as_view(),
         name="satellite-resource-classes",
     ),
+    path("satellites/node-states/", lifecycle_views.SatelliteNodeStatesView.as_view(), name="satellite-node-states"),
     path("burn-in/executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
     path("burn-in/evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
     path("burn-in/evaluations/results/", views.EvaluationResultsUpsertView.as_view(), name="evaluations-results"),
@@ -31,6 +40,11 @@ urlpatterns = [
         "devices/<uuid:device_id>/certificates/",
         certificate_views.DeviceCertificatesView.as_view(),
         name="device-certificates",
+    ),
+    path(
+        "devices/<uuid:device_id>/fingerprints/",
+        fingerprint_views.DeviceFingerprintsView.as_view(),
+        name="device-fingerprints",
     ),
     path("devices/<uuid:device_id>/accept/", certificate_views.DeviceAcceptView.as_view(), name="device-accept"),
     path("certificates/keys/", certificate_views.CertificateKeysView.as_view(), name="certificate-keys"),

@@ -20,7 +20,7 @@ from django.utils import timezone
 from fleet.burnin import metrics
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.fragments import acceptable_sql, requirement_target_sql
-from fleet.burnin.models import AcceptanceCertificate, CertificateKey
+from fleet.burnin.models import AcceptanceCertificate, CertificateKey, FingerprintSnapshot
 from fleet.burnin.tables import sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
 from fleet.core.statements import NoRow, Statement, select_list
@@ -90,6 +90,9 @@ class FactsRow(NamedTuple):
     certificate_valid_until: datetime | None
     certificate_superseded_at: datetime | None
     certificate_executions: Any
+    fingerprint_sha256: str | None
+    fingerprint_inventory: Any
+    execution_fingerprint: str | None
 
 
 _FACTS_COLUMNS = select_list(
@@ -135,6 +138,11 @@ _FACTS_COLUMNS = select_list(
         "certificate_superseded_at": "c.superseded_at",
         "certificate_executions": """(SELECT jsonb_object_agg(q->>'name', q->'execution'->>'id')
         FROM jsonb_array_elements(c.document->'requirements') q)""",
+        "fingerprint_sha256": "fp.sha256",
+        # The inventory (a few kB) on the device's first row only: `_load` reads it there.
+        "fingerprint_inventory": """CASE WHEN row_number() OVER (PARTITION BY f.id ORDER BY r.name) = 1
+            THEN fp.inventory END""",
+        "execution_fingerprint": "x.fingerprint_sha256",
     },
 )
 
@@ -169,7 +177,7 @@ LEFT JOIN LATERAL (
     WHERE p.requirement_id = r.id AND p.target_id = tgt.id LIMIT 1
 ) p ON true
 LEFT JOIN LATERAL (
-    SELECT x.id, x.test, x.parameters, x.started_at, x.finished_at, x.metrics FROM {execution} x
+    SELECT x.id, x.test, x.parameters, x.started_at, x.finished_at, x.metrics, x.fingerprint_sha256 FROM {execution} x
     WHERE x.id = p.execution_id LIMIT 1
 ) x ON true
 LEFT JOIN LATERAL (
@@ -180,11 +188,13 @@ LEFT JOIN LATERAL (
     SELECT c.serial, c.sha256, c.policy_version, c.valid_until, c.superseded_at, c.document
     FROM {certificate} c WHERE c.device_id = f.id ORDER BY c.issued_at DESC, c.serial DESC LIMIT 1
 ) c ON true
+LEFT JOIN {fingerprint} fp ON fp.device_id = f.id AND fp.replaced_at IS NULL
 ORDER BY f.id, r.name
 """,
         site=Site._meta.db_table,
         policy=AcceptancePolicy._meta.db_table,
         certificate=AcceptanceCertificate._meta.db_table,
+        fingerprint=FingerprintSnapshot._meta.db_table,
         enrolled=enrolled_sql("d"),
         acceptable=acceptable_sql("f", "f.policy_id", "f.version"),
         target=requirement_target_sql("r", "f"),
@@ -375,6 +385,8 @@ def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID
                 site_slug=row.site_slug,
                 policy_version=row.policy_version,
                 enrolled_at=row.enrolled_at,
+                fingerprint_sha256=row.fingerprint_sha256,
+                fingerprint=_json(row.fingerprint_inventory),
             )
             load = loads[row.device_id] = DeviceLoad(facts, _newest(row))
         if row.requirement_id is None:
@@ -414,6 +426,7 @@ def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID
                 evaluation_source_key=row.evaluation_source_key,
                 thresholds=resolution.rules,
                 evidence_valid_until=row.evidence_valid_until,
+                fingerprint_sha256=row.execution_fingerprint,
             )
         )
     return loads

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from fleet.burnin.certificates.signing import ALGORITHM, signature_valid
 from fleet_rules import certificates as rules
+from fleet_rules import fingerprint
 
 
 @dataclass(frozen=True)
@@ -70,7 +71,27 @@ def verify_one(data: bytes, keys: Mapping[str, bytes]) -> Verdict:
         return Verdict(False, f"unknown key {envelope['key_id']!r}")
     if not isinstance(envelope["signature"], str) or not signature_valid(key, envelope["signature"], canonical):
         return Verdict(False, "signature does not match the certificate's canonical bytes")
+    problem = fingerprint_problem(certificate.get("fingerprint"))
+    if problem is not None:
+        return Verdict(False, problem)
     return Verdict(True, f"signature valid (key {envelope['key_id']})", rules.sha256(canonical))
+
+
+def fingerprint_problem(bound: object) -> str | None:
+    """Why the hardware fingerprint a certificate binds is not what it says (its hash is the
+    SHA-256 of its inventory's canonical form), or None. Certificates from before fingerprints have
+    no such member; a device that reported none binds null."""
+    if bound is None:
+        return None
+    if not isinstance(bound, Mapping) or not isinstance(bound.get("inventory"), Mapping):
+        return "fingerprint is not {sha256, inventory}"
+    try:
+        digest = fingerprint.sha256(bound["inventory"])
+    except Exception as exc:  # as above: what RFC 8785 cannot canonicalise
+        return f"fingerprint has no canonical form: {exc}"
+    if digest != bound.get("sha256"):
+        return "fingerprint sha256 does not match its inventory"
+    return None
 
 
 def verify_files(files: Sequence[tuple[str, bytes]], keys: Mapping[str, bytes]) -> list[tuple[str, Verdict]]:

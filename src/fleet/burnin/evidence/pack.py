@@ -4,9 +4,9 @@ zip it in memory.
 
 Bounded whatever the device's past: the newest `Limits.executions_per_target` attempts of each
 failing target (the count of all of them is in the manifest), the newest `Limits.history` state
-changes, `Limits.repairs` repairs and `Limits.health_reports` executions with health evidence. Ten
-queries (tests/burnin/test_evidence_pack.py holds the count equal for a device with 2 and with 30
-executions a target)."""
+changes, `Limits.repairs` repairs, `Limits.fingerprints` hardware fingerprints and
+`Limits.health_reports` executions with health evidence. Eleven queries
+(tests/burnin/test_evidence_pack.py holds the count equal for a device with 2 and with 30 executions a target)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ from rest_framework.utils.encoders import JSONEncoder  # what the API renders wi
 
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.execution_document import TestExecutionSerializer
+from fleet.burnin.fingerprints import fingerprint_history
 from fleet.burnin.models import CertificateKey, PolicyProgress, TestExecution
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site, Topology
@@ -186,6 +187,7 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
     history, history_total = _changes(device, limits)
     repairs, repairs_total = _repairs(device, limits)
     health, health_total = _health(device, limits)
+    fingerprints = fingerprint_history(device.id, limit=limits.fingerprints)
 
     by_target: dict[tuple[UUID, UUID], list[TestExecution]] = {}
     for execution in executions:
@@ -240,6 +242,11 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
         limits=limits,
         health=[rules.HealthReport(e.id, e.requirement.name, e.created_at, e.health or {}) for e in health],
         health_total=health_total,
+        fingerprints=[
+            rules.FingerprintRecord(f.sha256, f.inventory, f.first_seen_at, f.last_seen_at, f.current, f.changes)
+            for f in fingerprints.fingerprints
+        ],
+        fingerprints_total=fingerprints.total,
     )
     manifest = rules.canonical(document)
     key = signing_key()

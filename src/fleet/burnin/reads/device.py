@@ -4,7 +4,8 @@ where it is an outlier."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from uuid import UUID
 
@@ -14,6 +15,7 @@ from fleet.burnin.certificates.reads import DeviceCertificates, device_certifica
 from fleet.burnin.diagnosis.attempts import device_page_attempts
 from fleet.burnin.diagnosis.isolation import site_diagnoses
 from fleet.burnin.diagnosis.outliers import Group, device_outliers, site_outlier_groups
+from fleet.burnin.fingerprints import FingerprintHistory, fingerprint_history, read_after, snapshots_seen_since
 from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
 from fleet.burnin.reads.acceptance import Acceptance, acceptance
 from fleet.burnin.reads.cohorts import cohort_blockers
@@ -22,10 +24,12 @@ from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site, Topology
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.models import Job, JobDevice
+from fleet.lifecycle.models import Repair
 from fleet.lifecycle.reads import DeviceLifecycle, device_lifecycle
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import AttemptSummary
 from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
+from fleet_rules.fingerprint import PartCheck, repair_check
 from fleet_rules.health_evidence import XidEvent, fatal_events
 from fleet_rules.jobs import JobOutcome
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
@@ -194,6 +198,10 @@ class DevicePageRead:
     outliers: list[tuple[Group, float]]  # the groups the device is an outlier in, with its robust z
     lifecycle: DeviceLifecycle  # its newest state changes and repairs
     fatal_health: list[FatalHealth]  # its newest burn-in windows that logged a fatal Xid
+    #: Its hardware fingerprints, newest first (None: not asked for, the viewer may not see them).
+    fingerprints: FingerprintHistory | None = None
+    #: Each shown repair's parts against the first fingerprint read after it (repair id → checks).
+    repair_checks: dict[UUID, list[PartCheck]] = field(default_factory=dict)
 
 
 #: How many of a device's windows with a fatal Xid its page lists.
@@ -221,13 +229,17 @@ def device_fatal_health(device_id: UUID) -> list[FatalHealth]:
     return [FatalHealth(e.id, e.requirement.name, e.created_at, fatal_events(e.health)) for e in rows]
 
 
-def device_page(slug: str, hostname: str, *, with_certificates: bool) -> DevicePageRead:
+def device_page(
+    slug: str, hostname: str, *, with_certificates: bool, with_fingerprints: bool = False
+) -> DevicePageRead:
     """The device page: the site, the device's detail (eight queries), its certificates (one, when
-    asked), attempts (two), diagnoses (one), outliers (three), lifecycle (two) and its windows with
-    a fatal Xid (one)."""
+    asked), attempts (two), diagnoses (one), outliers (three), lifecycle (two), its windows with a
+    fatal Xid (one) and fingerprints (one, when asked; one more to check the shown repairs against
+    them)."""
     site = site_by_slug(slug)
     detail = device_detail(site, hostname)
     device = detail.device
+    lifecycle = device_lifecycle(device.id)
     return DevicePageRead(
         site=site,
         detail=detail,
@@ -235,6 +247,17 @@ def device_page(slug: str, hostname: str, *, with_certificates: bool) -> DeviceP
         attempts=device_page_attempts(device, detail.topologies),
         diagnoses=site_diagnoses(site=site, device_id=device.id),
         outliers=device_outliers(site_outlier_groups(site=site, resource_class=device.resource_class), device.id),
-        lifecycle=device_lifecycle(device.id),
+        lifecycle=lifecycle,
         fatal_health=device_fatal_health(device.id),
+        fingerprints=fingerprint_history(device.id) if with_fingerprints else None,
+        repair_checks=repair_checks(device.id, lifecycle.repairs) if with_fingerprints else {},
     )
+
+
+def repair_checks(device_id: UUID, repairs: Sequence[Repair]) -> dict[UUID, list[PartCheck]]:
+    """Each repair's parts against the first fingerprint the device reported after it (one query
+    for all of them; none without repairs)."""
+    if not repairs:
+        return {}
+    snapshots = snapshots_seen_since(device_id, min(r.created_at for r in repairs))
+    return {r.id: repair_check(r.parts, read_after(snapshots, r.created_at)) for r in repairs}

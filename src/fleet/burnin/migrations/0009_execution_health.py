@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("burnin", "0007_supersede_reason_hardware_changed"),
+        ("burnin", "0008_fingerprints"),
         ("inventory", "0005_needs_repair"),
         ("jobs", "0003_lifecycle_actions"),
         ("policies", "0006_lifecycle_settings"),
