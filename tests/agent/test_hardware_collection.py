@@ -453,3 +453,19 @@ def test_a_truncated_nvidia_smi_names_the_missing_part_and_errors_the_window_not
     assert "the health snapshot at the start of the window could not be read" in finals["gpu-health-window"]["error"]
     assert "health" not in finals["gpu-health-window"]
     assert service.finished == [{"status": "failed", "reason": "an execution errored"}]
+
+
+def test_a_fatal_event_after_many_others_still_travels() -> None:
+    """The service moves a device on the fatal events it receives: bounding the list must not drop one
+    logged after `MAX_XID_EVENTS` application errors."""
+    xml = (FIXTURES / "nvidia_smi_q_x_r590_dual_a5000.xml").read_text()
+    noise = "NVRM: Xid (PCI:0000:81:00): 13, pid=1234, name=python, Graphics Exception: ESR 0x50\n"
+    fatal = "NVRM: Xid (PCI:0000:81:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
+    log = Reading(noise * (MAX_XID_EVENTS + 50) + fatal, source="dmesg")
+    source = Broken(nvidia_smi=Reading(xml), kernel_log=log)
+
+    outcome = health_window(source, window_run(Target("d", "h", H200)))  # type: ignore[arg-type]
+
+    assert outcome.health is not None and len(outcome.health["xid_events"]) == MAX_XID_EVENTS
+    assert outcome.health["xid_events"][0]["code"] == 79
+    assert [e["code"] for e in outcome.health["xid_events"][1:]] == [13] * (MAX_XID_EVENTS - 1)

@@ -27,7 +27,7 @@ from fleet_agent.executors.base import COMPLETED, Target, TestOutcome, TestRun, 
 from fleet_agent.parsers import Metrics, ParseError
 from fleet_agent.parsers.dmi import parse_dmi
 from fleet_agent.parsers.ibstat import parse_ibstat
-from fleet_agent.parsers.kernel_log import parse_xid_events, xid_metrics
+from fleet_agent.parsers.kernel_log import XidEvent, parse_xid_events, xid_metrics
 from fleet_agent.parsers.nvidia_smi_xml import (
     HEALTH_METRICS,
     THROTTLE_REASONS,
@@ -54,10 +54,17 @@ logger = logging.getLogger("fleet_agent.hardware")
 HEALTH_WINDOW_TEST = "health-window"
 #: What a hardware source can be asked to read.
 HARDWARE_PARTS: tuple[str, ...] = ("nvidia_smi", "ibstat", "dmi", "kernel_log")
-#: At most this many events travel in `health.xid_events` (the counts in the metrics are always complete).
+#: At most this many events travel in `health.xid_events`, the fatal ones first (the counts in the metrics are
+#: always complete).
 MAX_XID_EVENTS = 200
 
 Phase = Literal["inventory", "before", "after"]
+
+
+def _kept(events: list[XidEvent]) -> list[XidEvent]:
+    """The events that travel: every fatal one first (the service moves the device on them), then the
+    others, at most `MAX_XID_EVENTS`, each group in log order."""
+    return ([e for e in events if e.fatal] + [e for e in events if not e.fatal])[:MAX_XID_EVENTS]
 
 
 @dataclass(frozen=True)
@@ -196,7 +203,7 @@ def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
     health = {
         "window": {"since": _iso(since), "until": _iso(until)},
         "source": log.source or "unknown",
-        "xid_events": [event.as_json() for event in events[:MAX_XID_EVENTS]],
+        "xid_events": [event.as_json() for event in _kept(events)],
         "ecc": {"before": before.values(), "after": after.values()},
         "throttle_reasons_seen": [reason for reason in THROTTLE_REASONS if reason in seen],
     }
