@@ -28,6 +28,7 @@ from fleet_agent.executors.hardware import (
     collect_inventory,
     health_snapshot,
 )
+from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
 from fleet_rules.evaluator import evaluate
@@ -68,6 +69,7 @@ class PassReport:
     evaluated: dict[str, int] = field(default_factory=lambda: {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0})
     reconciled: dict[str, dict[str, Any]] = field(default_factory=dict)
     gated: list[GateReport] = field(default_factory=list)
+    swept: SweepReport | None = None  # the inventory sweep, when `inventory_interval` is on
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ class Agent:
                     report.executions += executions
         report.evaluated = self.evaluate_pending()
         report.reconciled = self.reconcile_all()
+        if self.config.inventory_interval > 0:  # after the verdicts: the devices they accepted are read too
+            report.swept = self.sweep_inventory()
         if self.gate is not None:  # and after the verdicts: they may have moved devices
             report.gated.append(self.gate_nodes())
         return report
@@ -227,6 +231,7 @@ class Agent:
             ("jobs", self.config.jobs_interval, lambda: self._claim_into(pool, running)),
             ("evaluate", self.config.evaluate_interval, self.evaluate_pending),
             ("reconcile", self.config.reconcile_interval, self.reconcile_all),
+            *([("inventory", self.config.inventory_interval, self.sweep_inventory)] if self.config.inventory_interval else []),
         ]
         due = dict.fromkeys((name for name, _, _ in loops), 0.0)
         try:
@@ -260,6 +265,22 @@ class Agent:
         assert self.gate is not None
         return gate_sweep(
             self.client, self.gate, site=self.config.site, satellite=self.config.satellite, dry_run=self.config.dry_run
+        )
+
+    # --- the inventory sweep ---------------------------------------------------------------------
+
+    def sweep_inventory(self) -> SweepReport:
+        """One inventory sweep (`fleet_agent.inventory_sweep`): accepted and in-service devices' hardware."""
+        if not self.config.report_hardware:
+            logger.info("inventory sweep: report_hardware is off; nothing swept")
+            return SweepReport()
+        source: HardwareSource | None = getattr(self.executor, "hardware", None)
+        return inventory_sweep(
+            self.client,
+            source,
+            site=self.config.site,
+            satellite=self.config.satellite,
+            stopping=lambda: self.stopping,
         )
 
     # --- heartbeat ------------------------------------------------------------------------------
