@@ -155,9 +155,12 @@ def test_a_sweep_takes_the_same_queries_for_2_and_12_devices(fleet, setting):
         first = _queries(satellite, devices, swap=False)  # the certified fingerprint again: counted
         changed = _queries(satellite, devices, swap=True)  # all swapped: superseded, back to burn-in
         counts.append((first, changed))
-        assert AcceptanceCertificate.objects.filter(
-            device__in=devices, supersede_reason=SupersedeReason.HARDWARE_CHANGED
-        ).count() == size
+        assert (
+            AcceptanceCertificate.objects.filter(
+                device__in=devices, supersede_reason=SupersedeReason.HARDWARE_CHANGED
+            ).count()
+            == size
+        )
         assert set(Device.objects.filter(id__in=[d.id for d in devices]).values_list("state", flat=True)) == {
             DeviceState.BURN_IN
         }

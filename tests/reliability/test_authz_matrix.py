@@ -47,8 +47,8 @@ from fleet.access.roles import VIEWER, roles_sync
 from fleet.jobs.services import JobSpec, job_create
 from fleet_rules.vocabulary import WorkflowName
 from tests.builders import passing_payload, result_item
-from tests.payloads import inventory
 from tests.conftest import CLIENT_SECRET, client_credentials_app, fetch_token
+from tests.payloads import inventory
 from tests.reliability.checksums import changed_tables, table_checksums
 from tests.schema_validation import ValidatingAPIClient, generated_schema
 

@@ -110,7 +110,9 @@ def _post(client: FleetClient, site: str, satellite: str, devices: list[dict[str
     try:
         answer = client.report_fingerprints(site, satellite, devices)
     except Exception:
-        logger.exception("inventory sweep: reporting %d device(s) failed; the next sweep reads them again", len(devices))
+        logger.exception(
+            "inventory sweep: reporting %d device(s) failed; the next sweep reads them again", len(devices)
+        )
         report.failed_batches += 1
         return
     for item in answer.get("results", []):

@@ -231,7 +231,11 @@ class Agent:
             ("jobs", self.config.jobs_interval, lambda: self._claim_into(pool, running)),
             ("evaluate", self.config.evaluate_interval, self.evaluate_pending),
             ("reconcile", self.config.reconcile_interval, self.reconcile_all),
-            *([("inventory", self.config.inventory_interval, self.sweep_inventory)] if self.config.inventory_interval else []),
+            *(
+                [("inventory", self.config.inventory_interval, self.sweep_inventory)]
+                if self.config.inventory_interval
+                else []
+            ),
         ]
         due = dict.fromkeys((name for name, _, _ in loops), 0.0)
         try:

@@ -147,7 +147,9 @@ def fingerprints_observe(
     unchanged, replace the changed, read and supersede the certificates they no longer match)."""
     if not observations:
         return {}
-    digests = {device_id: (rules.canonical(inventory), rules.sha256(inventory)) for device_id, inventory in observations}
+    digests = {
+        device_id: (rules.canonical(inventory), rules.sha256(inventory)) for device_id, inventory in observations
+    }
     ids = sorted(digests)
     list(Device.objects.select_for_update(no_key=True).filter(id__in=ids).order_by("id").values_list("id", flat=True))
     currents = {

@@ -6,7 +6,6 @@ from __future__ import annotations
 from uuid import UUID
 
 from django.utils import timezone
-
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -70,6 +69,8 @@ class SatelliteFingerprintsView(APIView):
     def post(self, request: Request) -> Response:
         ensure_satellite_client(request.user)
         data = validated(FingerprintSweepSerializer, request)
-        satellite = satellite_acting(site_slug=data["site_slug"], satellite_name=data["satellite_name"], actor=request.user)
+        satellite = satellite_acting(
+            site_slug=data["site_slug"], satellite_name=data["satellite_name"], actor=request.user
+        )
         swept = satellite_fingerprints_report(satellite=satellite, devices=data["devices"], now=timezone.now())
         return Response(FingerprintSweepResponseSerializer({"results": swept}).data)
