@@ -47,8 +47,9 @@ def test_a_swapped_gpu_read_by_the_sweep_supersedes_the_certificate_and_sends_th
     certificate = _certified(fleet, diag, device)
     assert device.state == DeviceState.ACCEPTED
     client = bearer(SATELLITE, satellite=satellite)
+    bound = FingerprintSnapshot.objects.get(device=device)
 
-    # The sweep reads the same hardware: counted, nothing else changes
+    # The sweep reads the same hardware: seen again, nothing else changes
     same = client.post(URL, sweep_body(("a01-n01", inventory())), format="json")
     assert same.status_code == 200, same.content
     assert same.json()["results"][0] | {"sha256": ""} == {
@@ -58,7 +59,12 @@ def test_a_swapped_gpu_read_by_the_sweep_supersedes_the_certificate_and_sends_th
         "created": False,
         "superseded": None,
     }
-    assert FingerprintSnapshot.objects.get(device=device).reports == 2
+    seen = FingerprintSnapshot.objects.get(device=device)
+    assert seen.last_seen_at > bound.last_seen_at
+    # `reports` and `last_execution` stay the execution reports'
+    assert (seen.reports, seen.last_execution_id) == (bound.reports, bound.last_execution_id)
+    certificate.refresh_from_db()
+    assert certificate.superseded_at is None
 
     # Then it reads GPU 3 with another serial
     response = client.post(URL, sweep_body(("a01-n01", swapped(inventory()))), format="json")

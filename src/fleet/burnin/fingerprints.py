@@ -104,6 +104,8 @@ def fingerprint_observe(
 def _seen_again(device_id: UUID, digest: str, execution_id: UUID | None, now: datetime) -> bool:
     """Whether the device's current snapshot has this hash (then this report is counted)."""
     current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True, sha256=digest)
+    if execution_id is None:  # read outside any job: seen, but no execution report to count
+        return current.update(last_seen_at=now) > 0
     return current.update(last_seen_at=now, last_execution_id=execution_id, reports=F("reports") + 1) > 0
 
 
@@ -142,7 +144,9 @@ def fingerprints_observe(
     *, observations: Sequence[tuple[UUID, Mapping[str, Any]]], now: datetime
 ) -> dict[UUID, Observed]:
     """Record inventories read outside any job (the agent's inventory sweep), one per device, in the
-    caller's transaction: what `fingerprint_observe` does for each, in a constant number of
+    caller's transaction: what `fingerprint_observe` does for each (without an execution: an
+    unchanged one moves `last_seen_at` only; a new one has no first or last execution and counts
+    one report), in a constant number of
     statements whatever the batch holds (lock the devices, read their current snapshots, count the
     unchanged, replace the changed, read and supersede the certificates they no longer match)."""
     if not observations:
@@ -161,9 +165,9 @@ def fingerprints_observe(
     same = [d for d in ids if d in currents and currents[d].sha256 == digests[d][1]]
     moved = [d for d in ids if d not in same]
     if same:
-        FingerprintSnapshot.objects.filter(id__in=[currents[d].id for d in same]).update(
-            last_seen_at=now, last_execution_id=None, reports=F("reports") + 1
-        )
+        # seen again (`last_seen_at`, what repair checks read); `reports` and `last_execution` count
+        # execution reports, and this is none
+        FingerprintSnapshot.objects.filter(id__in=[currents[d].id for d in same]).update(last_seen_at=now)
     observed = {d: Observed(digests[d][1], created=False) for d in same}
     if not moved:
         return observed
