@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -160,3 +161,42 @@ def test_inventory_interval_defaults_to_an_hour_zero_is_off_and_a_negative_one_i
     assert load_config(REQUIRED, environ={"FLEET_AGENT_INVENTORY_INTERVAL": "5"}).inventory_interval == 5
     with pytest.raises(ConfigError, match="inventory_interval"):
         load_config(REQUIRED | {"inventory_interval": -1}, environ={})
+
+
+class _Held:
+    """A hardware source that waits to be let go: a sweep that takes long."""
+
+    def __init__(self) -> None:
+        self.go = threading.Event()
+        self.reads = 0
+        self.inner = SimulatedHardware()
+
+    def read(self, part: str, target: Target, **kwargs: Any) -> Any:
+        self.reads += 1
+        assert self.go.wait(60)
+        return self.inner.read(part, target, **kwargs)
+
+
+def test_the_daemons_sweep_runs_on_its_own_thread_and_a_tick_while_it_runs_starts_no_other(tmp_path: Path) -> None:
+    from concurrent.futures import Future, ThreadPoolExecutor
+
+    from fleet_agent.executors import SimulatedExecutor
+
+    service = Service([node(1, "accepted")])
+    settings = AgentConfig(**REQUIRED, state_dir=str(tmp_path / "state"))
+    executor = SimulatedExecutor(seed=1)
+    held = _Held()
+    executor.hardware = held  # type: ignore[assignment]
+    agent = Agent(settings, client_for(service), executor, AgentState(settings.state_dir))
+    sweeping: set[Future[Any]] = set()
+    with ThreadPoolExecutor(max_workers=1) as sweeper:
+        agent._sweep_aside(sweeper, sweeping)  # returns at once: the sweep waits on its thread
+        (first,) = sweeping
+        agent._sweep_aside(sweeper, sweeping)  # still running: no second sweep
+        assert sweeping == {first} and service.posted == []
+        held.go.set()
+        first.result(timeout=60)
+        agent._sweep_aside(sweeper, sweeping)  # done: the next tick starts the next sweep
+        (second,) = sweeping
+        second.result(timeout=60)
+    assert second is not first and len(service.posted) == 2

@@ -225,6 +225,10 @@ class Agent:
         self.recover()
         pool = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="job")
         running: set[Future[int]] = set()
+        # The inventory sweep reads every accepted device's hardware (minutes on a large site): on its own
+        # thread, so that heartbeats and claims go on meanwhile; a tick while one runs starts no other.
+        sweeper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inventory")
+        sweeping: set[Future[SweepReport]] = set()
         loops = [
             ("heartbeat", self.config.heartbeat_interval, self.heartbeat),
             *([("gate", self.config.node_gate_interval, self.gate_nodes)] if self.gate is not None else []),
@@ -232,7 +236,7 @@ class Agent:
             ("evaluate", self.config.evaluate_interval, self.evaluate_pending),
             ("reconcile", self.config.reconcile_interval, self.reconcile_all),
             *(
-                [("inventory", self.config.inventory_interval, self.sweep_inventory)]
+                [("inventory", self.config.inventory_interval, lambda: self._sweep_aside(sweeper, sweeping))]
                 if self.config.inventory_interval
                 else []
             ),
@@ -252,6 +256,7 @@ class Agent:
         finally:
             logger.info("stopping: finishing %d job(s) in flight", len(running))
             pool.shutdown(wait=True)
+            sweeper.shutdown(wait=True)  # it stops between devices
 
     def _claim_into(self, pool: ThreadPoolExecutor, running: set[Future[int]]) -> None:
         running.difference_update({f for f in running if f.done()})
@@ -272,6 +277,22 @@ class Agent:
         )
 
     # --- the inventory sweep ---------------------------------------------------------------------
+
+    def _sweep_aside(self, sweeper: ThreadPoolExecutor, sweeping: set[Future[SweepReport]]) -> None:
+        """`run`'s inventory tick: start a sweep on the sweeper's thread unless one is still running."""
+        sweeping.difference_update({f for f in sweeping if f.done()})
+        if sweeping:
+            logger.info("inventory sweep: the last one still runs; none started")
+            return
+        started = sweeper.submit(self.sweep_inventory)
+        started.add_done_callback(self._swept)
+        sweeping.add(started)
+
+    def _swept(self, done: Future[SweepReport]) -> None:
+        failure = done.exception()
+        if failure is not None:
+            interval = self.config.inventory_interval
+            logger.error("inventory loop failed; retrying in %.0fs", interval, exc_info=failure)
 
     def sweep_inventory(self) -> SweepReport:
         """One inventory sweep (`fleet_agent.inventory_sweep`): accepted and in-service devices' hardware."""
