@@ -318,7 +318,11 @@ def _steered_body(draw, body: dict, path: str) -> dict:
                 else:
                     metrics = body.get("metrics")
                     body["metrics"] = {**(metrics if isinstance(metrics, dict) else {}), text: {}}
-    elif path in ("/api/v1/jobs/claim/", "/api/v1/satellites/heartbeat/") and draw(_mostly):
+    elif path in (
+        "/api/v1/jobs/claim/",
+        "/api/v1/satellites/heartbeat/",
+        "/api/v1/satellites/fingerprints/",
+    ) and draw(_mostly):
         body["site_slug"], body["satellite_name"] = draw(st.sampled_from(SEEDS.satellites))
     return body
 

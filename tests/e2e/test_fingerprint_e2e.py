@@ -4,10 +4,11 @@ which reports the device's inventory with every execution of a job):
 1. the agent burns the device in: accepted, its certificate binding the fingerprint the agent read;
 2. a technician swaps GPU 3 (the simulated executor's knob: `simulated-swaps.json` in the agent's
    state directory);
-3. an accepted device is not burn-in eligible, so no job runs on it to read the swap: the agent's
-   own simulated hardware reads the device again (the same knob) and the report is sent with the
-   agent's client and credentials, as an execution outside a job — the certificate is superseded
-   with `hardware_changed`, the device is back in burn-in, its history and page say what changed;
+3. an accepted device is not burn-in eligible, so no job runs on it to read the swap: the running
+   agent's inventory sweep (`inventory_interval`, small here) reads the accepted device's hardware
+   (the same knob) and reports it (`POST /api/v1/satellites/fingerprints/`) — the certificate is
+   superseded with `hardware_changed`, the device is back in burn-in, its history and page say what
+   changed;
 4. a re-burn-in job run by the agent on the new hardware certifies it again, binding the new
    fingerprint.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
+import time
 
 import httpx
 import pytest
@@ -26,7 +27,6 @@ from django.contrib.auth.models import Group
 from fleet.access.roles import VIEWER
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
 from fleet.inventory.models import Device
-from fleet_agent.client import FleetClient
 from fleet_agent.executors.base import Target
 from fleet_agent.executors.hardware import collect_inventory
 from fleet_agent.executors.simulated_hardware import SIMULATED_SWAPS, SimulatedHardware
@@ -54,6 +54,8 @@ parameter_profiles:
   - {resource_class: gpu.h200.8x, test: dcgm-diag, parameters: {level: 3}}
 """
 AGENT = {"FLEET_AGENT_FAULTY_SHARE": "0", "FLEET_AGENT_ERRORED_SHARE": "0"}
+#: The daemon's inventory sweep every half second (the default is an hour).
+SWEEP = {"FLEET_AGENT_INVENTORY_INTERVAL": "0.5", "FLEET_AGENT_HEARTBEAT_INTERVAL": "5"}
 
 
 @pytest.fixture
@@ -103,12 +105,22 @@ def test_a_swapped_gpu_supersedes_the_certificate_and_sends_the_device_back_to_b
     before, after = bound["inventory"]["gpus"][3], swapped["gpus"][3]
     assert after["serial"] != before["serial"]
 
-    # 3. The agent's report of the new hardware supersedes the certificate; the device is back in burn-in
-    client = FleetClient(stack.base, stack.client_id, stack.client_secret)
-    client.report_execution(
-        str(uuid.uuid4()),
-        {"test": "dcgm-diag", "device_id": str(device.id), "status": "running", "inventory": swapped},
-    )
+    # 3. The running agent's inventory sweep reads the new hardware: the certificate is superseded and
+    # the device is back in burn-in
+    agent = stack.spawn_agent("run", **AGENT, **SWEEP)
+    try:
+        deadline = time.monotonic() + 120  # a bound on the wait, not a timing assertion
+        while time.monotonic() < deadline and agent.poll() is None:
+            certificate.refresh_from_db()
+            if certificate.superseded_at is not None:
+                break
+            time.sleep(0.5)
+    finally:
+        agent.terminate()
+        _, err = agent.communicate(timeout=60)
+    assert agent.returncode == 0, err[-4000:]
+    assert "Traceback" not in err
+    assert "superseded (hardware_changed)" in err, err[-4000:]
     certificate.refresh_from_db()
     assert certificate.supersede_reason == SupersedeReason.HARDWARE_CHANGED
     device.refresh_from_db()

@@ -48,6 +48,7 @@ from fleet.jobs.services import JobSpec, job_create
 from fleet_rules.vocabulary import WorkflowName
 from tests.builders import passing_payload, result_item
 from tests.conftest import CLIENT_SECRET, client_credentials_app, fetch_token
+from tests.payloads import inventory
 from tests.reliability.checksums import changed_tables, table_checksums
 from tests.schema_validation import ValidatingAPIClient, generated_schema
 
@@ -86,7 +87,7 @@ OPERATORS_ONLY = {
 }
 #: Operations for satellites' agents: people and operator clients are refused (403), though they
 #: hold the scope and the permission.
-SATELLITES_ONLY = {("GET", "/api/v1/satellites/node-states/")}
+SATELLITES_ONLY = {("GET", "/api/v1/satellites/node-states/"), ("POST", "/api/v1/satellites/fingerprints/")}
 #: Reads whose answer to a viewer the matrix checks (served: 200).
 VIEWER_READS = {("GET", "/api/v1/devices/{device_id}/evidence-pack/")}
 
@@ -246,6 +247,11 @@ def _body(method: str, template: str, w: World) -> dict[str, Any] | None:
         "/api/v1/devices/{device_id}/repairs/": {"summary": "swapped GPU 3"},  # not in repair: a 409
         "/api/v1/burn-in/sites/{site_id}/breakers/{resource_class}/reset/": {"reason": "matrix"},  # none open: 404
         "/api/v1/jobs/claim/": {"site_slug": "lon-1", "satellite_name": "sat-a"},
+        "/api/v1/satellites/fingerprints/": {
+            "site_slug": "lon-1",
+            "satellite_name": "sat-a",
+            "devices": [{"hostname": w.device.hostname, "inventory": inventory()}],
+        },
         "/api/v1/burn-in/sites/{site_id}/isolation-plans/": {
             "topology_id": str(w.topology.id),
             "requirement": "gpu-diag",

@@ -233,6 +233,11 @@ class FleetClient:
             params["cursor"] = cursor
         return _object(self.request("GET", "/api/v1/satellites/node-states/", params=params))
 
+    def report_fingerprints(self, site: str, satellite: str, devices: list[JsonObject]) -> JsonObject:
+        """The inventory sweep's report: `{hostname, inventory}` of up to 100 of the satellite's devices."""
+        body = {"site_slug": site, "satellite_name": satellite, "devices": devices}
+        return _object(self.request("POST", "/api/v1/satellites/fingerprints/", json=body))
+
 
 class UnexpectedBody(Exception):
     """The service answered 2xx with something other than the JSON object its schema documents."""

@@ -60,6 +60,9 @@ class AgentConfig:
     hardware_commands: dict[str, Any] = field(default_factory=dict)
     # Send the inventory (and the health window's evidence) with execution reports.
     report_hardware: bool = True
+    # The inventory sweep (fleet_agent.inventory_sweep): read accepted and in-service devices' hardware every
+    # this many seconds and report it; 0: off.
+    inventory_interval: float = 3600.0
     # The Slurm executor's keys, one per `SlurmSettings` field and with its defaults.
     slurm_partition: str = _SLURM.partition
     slurm_account: str = _SLURM.account
@@ -109,6 +112,8 @@ class AgentConfig:
             raise ConfigError(f"node_gate: needs the slurm executor, not {self.executor}")
         if self.node_gate_interval <= 0:
             raise ConfigError("node_gate_interval: must be positive")
+        if self.inventory_interval < 0:
+            raise ConfigError("inventory_interval: must be 0 (off) or a positive number of seconds")
         if self.log_format not in ("text", "json"):
             raise ConfigError(f"log_format: {self.log_format!r} is not one of text, json")
         if self.concurrency < 1:

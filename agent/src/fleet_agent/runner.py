@@ -28,6 +28,7 @@ from fleet_agent.executors.hardware import (
     collect_inventory,
     health_snapshot,
 )
+from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
 from fleet_rules.evaluator import evaluate
@@ -68,6 +69,7 @@ class PassReport:
     evaluated: dict[str, int] = field(default_factory=lambda: {"written": 0, "unchanged": 0, "stale": 0, "invalid": 0})
     reconciled: dict[str, dict[str, Any]] = field(default_factory=dict)
     gated: list[GateReport] = field(default_factory=list)
+    swept: SweepReport | None = None  # the inventory sweep, when `inventory_interval` is on
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,8 @@ class Agent:
                     report.executions += executions
         report.evaluated = self.evaluate_pending()
         report.reconciled = self.reconcile_all()
+        if self.config.inventory_interval > 0:  # after the verdicts: the devices they accepted are read too
+            report.swept = self.sweep_inventory()
         if self.gate is not None:  # and after the verdicts: they may have moved devices
             report.gated.append(self.gate_nodes())
         return report
@@ -221,12 +225,21 @@ class Agent:
         self.recover()
         pool = ThreadPoolExecutor(max_workers=self.config.concurrency, thread_name_prefix="job")
         running: set[Future[int]] = set()
+        # The inventory sweep reads every accepted device's hardware (minutes on a large site): on its own
+        # thread, so that heartbeats and claims go on meanwhile; a tick while one runs starts no other.
+        sweeper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="inventory")
+        sweeping: set[Future[SweepReport]] = set()
         loops = [
             ("heartbeat", self.config.heartbeat_interval, self.heartbeat),
             *([("gate", self.config.node_gate_interval, self.gate_nodes)] if self.gate is not None else []),
             ("jobs", self.config.jobs_interval, lambda: self._claim_into(pool, running)),
             ("evaluate", self.config.evaluate_interval, self.evaluate_pending),
             ("reconcile", self.config.reconcile_interval, self.reconcile_all),
+            *(
+                [("inventory", self.config.inventory_interval, lambda: self._sweep_aside(sweeper, sweeping))]
+                if self.config.inventory_interval
+                else []
+            ),
         ]
         due = dict.fromkeys((name for name, _, _ in loops), 0.0)
         try:
@@ -243,6 +256,7 @@ class Agent:
         finally:
             logger.info("stopping: finishing %d job(s) in flight", len(running))
             pool.shutdown(wait=True)
+            sweeper.shutdown(wait=True)  # it stops between devices
 
     def _claim_into(self, pool: ThreadPoolExecutor, running: set[Future[int]]) -> None:
         running.difference_update({f for f in running if f.done()})
@@ -260,6 +274,38 @@ class Agent:
         assert self.gate is not None
         return gate_sweep(
             self.client, self.gate, site=self.config.site, satellite=self.config.satellite, dry_run=self.config.dry_run
+        )
+
+    # --- the inventory sweep ---------------------------------------------------------------------
+
+    def _sweep_aside(self, sweeper: ThreadPoolExecutor, sweeping: set[Future[SweepReport]]) -> None:
+        """`run`'s inventory tick: start a sweep on the sweeper's thread unless one is still running."""
+        sweeping.difference_update({f for f in sweeping if f.done()})
+        if sweeping:
+            logger.info("inventory sweep: the last one still runs; none started")
+            return
+        started = sweeper.submit(self.sweep_inventory)
+        started.add_done_callback(self._swept)
+        sweeping.add(started)
+
+    def _swept(self, done: Future[SweepReport]) -> None:
+        failure = done.exception()
+        if failure is not None:
+            interval = self.config.inventory_interval
+            logger.error("inventory loop failed; retrying in %.0fs", interval, exc_info=failure)
+
+    def sweep_inventory(self) -> SweepReport:
+        """One inventory sweep (`fleet_agent.inventory_sweep`): accepted and in-service devices' hardware."""
+        if not self.config.report_hardware:
+            logger.info("inventory sweep: report_hardware is off; nothing swept")
+            return SweepReport()
+        source: HardwareSource | None = getattr(self.executor, "hardware", None)
+        return inventory_sweep(
+            self.client,
+            source,
+            site=self.config.site,
+            satellite=self.config.satellite,
+            stopping=lambda: self.stopping,
         )
 
     # --- heartbeat ------------------------------------------------------------------------------

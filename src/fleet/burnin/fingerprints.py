@@ -19,12 +19,14 @@ from datetime import datetime
 from typing import Any
 from uuid import UUID
 
+from django.core.exceptions import ValidationError
+from django.db import transaction
 from django.db.models import Count, F, Window
 
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.identity import Actor, site_restriction
-from fleet.inventory.models import Device
+from fleet.inventory.models import Device, Satellite
 from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
 from fleet_rules import fingerprint as rules
 from fleet_rules.vocabulary import DeviceState, SupersedeReason, TransitionCause
@@ -53,10 +55,11 @@ def bound_inventory(document: Mapping[str, Any]) -> dict[str, Any] | None:
 
 
 def fingerprint_observe(
-    *, device_id: UUID, inventory: Mapping[str, Any], execution_id: UUID, now: datetime
+    *, device_id: UUID, inventory: Mapping[str, Any], execution_id: UUID | None = None, now: datetime
 ) -> Observed:
     """Record that the device reported `inventory` with this execution (in the caller's
-    transaction, after the execution is written)."""
+    transaction, after the execution is written), or outside any job (`execution_id` None: the
+    agent's inventory sweep; `fingerprints_observe` takes a batch of those)."""
     canonical = rules.canonical(inventory)
     digest = rules.sha256(inventory)
     if _seen_again(device_id, digest, execution_id, now):
@@ -98,17 +101,26 @@ def fingerprint_observe(
     return Observed(digest, created=True, superseded=certificate.serial, changes=tuple(found))
 
 
-def _seen_again(device_id: UUID, digest: str, execution_id: UUID, now: datetime) -> bool:
+def _seen_again(device_id: UUID, digest: str, execution_id: UUID | None, now: datetime) -> bool:
     """Whether the device's current snapshot has this hash (then this report is counted)."""
     current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True, sha256=digest)
+    if execution_id is None:  # read outside any job: seen, but no execution report to count
+        return current.update(last_seen_at=now) > 0
     return current.update(last_seen_at=now, last_execution_id=execution_id, reports=F("reports") + 1) > 0
 
 
 def _supersede(device_id: UUID, serial: UUID, found: list[rules.Change], digest: str, now: datetime) -> None:
+    _supersede_all([(device_id, serial, found, digest)], now)
+
+
+def _supersede_all(superseded: Sequence[tuple[UUID, UUID, list[rules.Change], str]], now: datetime) -> None:
+    """Supersede these certificates (`hardware_changed`) and lift their devices (two statements)."""
+    if not superseded:
+        return
     reason = SupersedeReason.HARDWARE_CHANGED
-    AcceptanceCertificate.objects.filter(serial=serial, superseded_at__isnull=True).update(
-        superseded_at=now, supersede_reason=reason
-    )
+    AcceptanceCertificate.objects.filter(
+        serial__in=[serial for _, serial, _, _ in superseded], superseded_at__isnull=True
+    ).update(superseded_at=now, supersede_reason=reason)
     automatic_moves_apply(
         [
             AutomaticMove(
@@ -118,9 +130,121 @@ def _supersede(device_id: UUID, serial: UUID, found: list[rules.Change], digest:
                 f"certificate {serial} superseded: {reason.value} ({rules.summary(found)})",
                 {"certificate": str(serial), "supersede_reason": reason.value, "fingerprint": digest},
             )
+            for device_id, serial, found, digest in superseded
         ],
         now=now,
     )
+
+
+#: Devices one `fingerprints_observe` call (one sweep request) may carry.
+MAX_BATCH = 100
+
+
+def fingerprints_observe(
+    *, observations: Sequence[tuple[UUID, Mapping[str, Any]]], now: datetime
+) -> dict[UUID, Observed]:
+    """Record inventories read outside any job (the agent's inventory sweep), one per device, in the
+    caller's transaction: what `fingerprint_observe` does for each (without an execution: an
+    unchanged one moves `last_seen_at` only; a new one has no first or last execution and counts
+    one report), in a constant number of
+    statements whatever the batch holds (lock the devices, read their current snapshots, count the
+    unchanged, replace the changed, read and supersede the certificates they no longer match)."""
+    if not observations:
+        return {}
+    digests = {
+        device_id: (rules.canonical(inventory), rules.sha256(inventory)) for device_id, inventory in observations
+    }
+    ids = sorted(digests)
+    list(Device.objects.select_for_update(no_key=True).filter(id__in=ids).order_by("id").values_list("id", flat=True))
+    currents = {
+        snapshot.device_id: snapshot
+        for snapshot in FingerprintSnapshot.objects.filter(device_id__in=ids, replaced_at__isnull=True).only(
+            "id", "device_id", "sha256", "inventory"
+        )
+    }
+    same = [d for d in ids if d in currents and currents[d].sha256 == digests[d][1]]
+    moved = [d for d in ids if d not in same]
+    if same:
+        # seen again (`last_seen_at`, what repair checks read); `reports` and `last_execution` count
+        # execution reports, and this is none
+        FingerprintSnapshot.objects.filter(id__in=[currents[d].id for d in same]).update(last_seen_at=now)
+    observed = {d: Observed(digests[d][1], created=False) for d in same}
+    if not moved:
+        return observed
+    replaced = [currents[d].id for d in moved if d in currents]
+    if replaced:
+        FingerprintSnapshot.objects.filter(id__in=replaced).update(replaced_at=now)
+    stored = {d: json.loads(digests[d][0]) for d in moved}
+    FingerprintSnapshot.objects.bulk_create(
+        FingerprintSnapshot(
+            device_id=d,
+            sha256=digests[d][1],
+            canonical=digests[d][0].decode(),
+            inventory=stored[d],
+            first_seen_at=now,
+            last_seen_at=now,
+        )
+        for d in moved
+    )
+    certificates = {
+        c.device_id: c
+        for c in AcceptanceCertificate.objects.filter(device_id__in=moved, superseded_at__isnull=True).only(
+            "serial", "device_id", "document"
+        )
+    }
+    superseded: list[tuple[UUID, UUID, list[rules.Change], str]] = []
+    for d in moved:
+        certificate = certificates.get(d)
+        previous = currents.get(d)
+        found = (
+            rules.hardware_supersedes(
+                bound=bound_inventory(certificate.document),
+                previous=previous.inventory if previous is not None else None,
+                new=stored[d],
+            )
+            if certificate is not None
+            else []
+        )
+        if certificate is not None and found:
+            superseded.append((d, certificate.serial, found, digests[d][1]))
+            observed[d] = Observed(digests[d][1], created=True, superseded=certificate.serial, changes=tuple(found))
+        else:
+            observed[d] = Observed(digests[d][1], created=True)
+    _supersede_all(superseded, now)
+    return observed
+
+
+@dataclass(frozen=True)
+class SweptDevice:
+    hostname: str
+    device_id: UUID
+    sha256: str
+    created: bool
+    superseded: UUID | None
+
+
+@transaction.atomic
+def satellite_fingerprints_report(
+    *, satellite: Satellite, devices: Sequence[Mapping[str, Any]], now: datetime
+) -> list[SweptDevice]:
+    """A satellite's inventory sweep: `devices` (validated `{hostname, inventory}`, hostnames
+    distinct) must all be the satellite's own, else a 400 naming each stranger and nothing written."""
+    hostnames = [str(item["hostname"]) for item in devices]
+    known = dict(Device.objects.filter(satellite=satellite, hostname__in=hostnames).values_list("hostname", "id"))
+    strangers = {
+        f"devices.{i}.hostname": [f"No device {hostname!r} managed by satellite {satellite.name}."]
+        for i, hostname in enumerate(hostnames)
+        if hostname not in known
+    }
+    if strangers:
+        raise ValidationError(strangers)
+    observed = fingerprints_observe(
+        observations=[(known[str(item["hostname"])], item["inventory"]) for item in devices], now=now
+    )
+    return [
+        SweptDevice(h, known[h], observed[known[h]].sha256, observed[known[h]].created, observed[known[h]].superseded)
+        for h in hostnames
+    ]
 
 
 # --- reads ------------------------------------------------------------------------------------------

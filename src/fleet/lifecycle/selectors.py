@@ -74,6 +74,7 @@ class NodeState:
     state: str
     why: str
     since: datetime | None
+    resource_class: str = ""
 
 
 @dataclass(frozen=True)
@@ -101,10 +102,11 @@ def satellite_node_states(*, satellite: Satellite, limit: int, cursor: str | Non
             since=Case(When(**in_repair, then=Subquery(entered.values("at")[:1]))),
         )
         .order_by("hostname")
-        .values("id", "hostname", "state", "why", "cause", "since")[: limit + 1]
+        .values("id", "hostname", "state", "why", "cause", "since", "resource_class")[: limit + 1]
     )
     items = [
-        NodeState(d["id"], d["hostname"], d["state"], d["why"] or d["cause"] or "", d["since"]) for d in found[:limit]
+        NodeState(d["id"], d["hostname"], d["state"], d["why"] or d["cause"] or "", d["since"], d["resource_class"])
+        for d in found[:limit]
     ]
     more = len(found) > limit and items
     next_cursor = (

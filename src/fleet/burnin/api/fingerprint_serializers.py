@@ -19,6 +19,8 @@ MAX_PORTS = 16
 MAX_MISSING = 32
 MAX_TEXT = 256
 MAX_MISSING_TEXT = 500
+#: Devices one inventory sweep request carries (`fleet.burnin.fingerprints.MAX_BATCH`).
+MAX_SWEEP = 100
 
 #: One line of printable text: no control characters (NUL included), no line breaks.
 _PRINTABLE = RegexValidator(r"^[^\x00-\x1f\x7f]*\Z", "Control characters are not allowed.")
@@ -147,3 +149,46 @@ class FingerprintSnapshotSerializer(serializers.Serializer):
 class FingerprintHistorySerializer(serializers.Serializer):
     fingerprints = FingerprintSnapshotSerializer(many=True, help_text="Newest first; the current one first.")
     truncated = serializers.BooleanField(help_text="Older snapshots exist beyond those listed.")
+
+
+# --- the agent's inventory sweep (satellites only) --------------------------------------------------
+
+
+class SweptInventorySerializer(_Closed):
+    hostname = StrictCharField(max_length=255, validators=[_PRINTABLE])
+    inventory = InventorySerializer()
+
+
+class FingerprintSweepSerializer(_Closed):
+    """What a satellite's inventory sweep read: its devices' inventories outside any job."""
+
+    site_slug = serializers.RegexField(r"^[-a-zA-Z0-9_]+$", max_length=100)
+    satellite_name = StrictCharField(max_length=100)
+    devices = serializers.ListField(
+        child=SweptInventorySerializer(), min_length=1, max_length=MAX_SWEEP, help_text=f"At most {MAX_SWEEP}."
+    )
+
+    def validate_devices(self, devices: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        hostnames = [d["hostname"] for d in devices]
+        problems = {
+            f"{i}.hostname": ["The same hostname appears more than once."]
+            for i, hostname in enumerate(hostnames)
+            if hostnames.count(hostname) > 1
+        }
+        if problems:
+            raise ValidationError(problems)
+        return devices
+
+
+class SweptDeviceSerializer(serializers.Serializer):
+    hostname = serializers.CharField()
+    device_id = serializers.UUIDField()
+    sha256 = serializers.CharField(help_text="SHA-256 hex of the RFC 8785 form of the inventory.")
+    created = serializers.BooleanField(help_text="A new snapshot: the fingerprint changed (or was the first).")
+    superseded = serializers.UUIDField(
+        allow_null=True, help_text="The certificate this inventory superseded (hardware_changed), or null."
+    )
+
+
+class FingerprintSweepResponseSerializer(serializers.Serializer):
+    results = SweptDeviceSerializer(many=True)

@@ -1,18 +1,27 @@
-"""A device's hardware fingerprints: the current one first, each with what changed."""
+"""A device's hardware fingerprints: the current one first, each with what changed; and the
+satellite's inventory sweep that reports them outside any job (satellites only, each its own)."""
 
 from __future__ import annotations
 
 from uuid import UUID
 
+from django.utils import timezone
 from drf_spectacular.utils import extend_schema
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from fleet.burnin.api.certificate_views import DEVICE_ID
-from fleet.burnin.api.fingerprint_serializers import FingerprintHistorySerializer
-from fleet.burnin.fingerprints import device_fingerprints
+from fleet.burnin.api.fingerprint_serializers import (
+    FingerprintHistorySerializer,
+    FingerprintSweepResponseSerializer,
+    FingerprintSweepSerializer,
+)
+from fleet.burnin.fingerprints import device_fingerprints, satellite_fingerprints_report
+from fleet.core.requests import validated
 from fleet.core.schema import error_responses
+from fleet.inventory.identity import ensure_satellite_client
+from fleet.inventory.selectors import satellite_acting
 
 TAGS = ["Certificates"]
 
@@ -36,3 +45,32 @@ class DeviceFingerprintsView(APIView):
     )
     def get(self, request: Request, device_id: UUID) -> Response:
         return Response(FingerprintHistorySerializer(device_fingerprints(device_id=device_id, actor=request.user)).data)
+
+
+class SatelliteFingerprintsView(APIView):
+    required_scopes = ["test-execution:report"]
+    required_permissions = ["burnin.add_testexecution"]
+
+    @extend_schema(
+        operation_id="api_v1_satellites_fingerprints_create",
+        tags=["Satellites"],
+        summary="Report the inventories of a satellite's devices, read outside any job",
+        description=(
+            "The agent's inventory sweep (docs/agent.md): the hardware fingerprints of up to 100 of the satellite's "
+            "devices, read between jobs. Each is recorded as a job's inventory is (a new snapshot only when its "
+            "SHA-256 moves); one that no longer matches the device's current certificate supersedes it "
+            "(`hardware_changed`) and moves an accepted device back to burn-in. Every hostname must be one of the "
+            "satellite's devices (else a 400 naming it, and nothing is written). Satellites' clients only, each for "
+            "itself."
+        ),
+        request=FingerprintSweepSerializer,
+        responses={200: FingerprintSweepResponseSerializer, **error_responses(400, 401, 403)},
+    )
+    def post(self, request: Request) -> Response:
+        ensure_satellite_client(request.user)
+        data = validated(FingerprintSweepSerializer, request)
+        satellite = satellite_acting(
+            site_slug=data["site_slug"], satellite_name=data["satellite_name"], actor=request.user
+        )
+        swept = satellite_fingerprints_report(satellite=satellite, devices=data["devices"], now=timezone.now())
+        return Response(FingerprintSweepResponseSerializer({"results": swept}).data)

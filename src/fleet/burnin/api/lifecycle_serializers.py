@@ -179,6 +179,7 @@ class NodeStateSerializer(serializers.Serializer):
         help_text="In needs_repair: why, from the change that sent it there (at most 200 characters); else empty.",
     )
     since = serializers.DateTimeField(allow_null=True, help_text="In needs_repair: since when; else null.")
+    resource_class = serializers.CharField(help_text="The device's resource class (what the inventory sweep reads by).")
 
 
 class NodeStatesPageSerializer(serializers.Serializer):

@@ -16,6 +16,9 @@ urlpatterns = [
         views.SatelliteResourceClassesView.as_view(),
         name="satellite-resource-classes",
     ),
+    path(
+        "satellites/fingerprints/", fingerprint_views.SatelliteFingerprintsView.as_view(), name="satellite-fingerprints"
+    ),
     path("satellites/node-states/", lifecycle_views.SatelliteNodeStatesView.as_view(), name="satellite-node-states"),
     path("burn-in/executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
     path("burn-in/evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
