@@ -11,9 +11,10 @@ import uuid
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from fleet.burnin.certificates.verify import verify_one
-from fleet.burnin.fingerprints import fingerprint_history
+from fleet.burnin.fingerprints import Observation, fingerprint_history, fingerprint_observe
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot, TestExecution
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange
@@ -200,6 +201,21 @@ def _change_queries(fleet, diag, device, value) -> int:
     with CaptureQueriesContext(connection) as seen:
         fleet.execution(diag, device=device, status="running", inventory=swapped(value, index=1))
     return len(seen.captured_queries)
+
+
+def test_a_report_seen_again_is_one_statement_and_takes_no_lock(fleet, setting):
+    """The common report (the device's current fingerprint again) is counted by one UPDATE; the
+    device's lock is for a fingerprint that moved."""
+    _, _, _, small, _, diag = setting
+    fleet.execution(diag, device=small, status="running", inventory=inventory())
+    again = fleet.execution(diag, device=small, status="running")
+    with CaptureQueriesContext(connection) as seen:
+        observed = fingerprint_observe(Observation.of(small.id, inventory(), again.id), now=timezone.now())
+    assert observed.created is False and observed.sha256 == rules.sha256(inventory())
+    assert len(seen.captured_queries) == 1, [q["sql"] for q in seen.captured_queries]
+    assert seen.captured_queries[0]["sql"].startswith("UPDATE")
+    snapshot = FingerprintSnapshot.objects.get(device=small, replaced_at__isnull=True)
+    assert (snapshot.reports, snapshot.last_execution_id) == (2, again.id)
 
 
 def test_a_report_takes_the_same_queries_for_8_and_64_gpus(fleet, setting):

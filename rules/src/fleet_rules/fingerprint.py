@@ -24,7 +24,7 @@ is the GPU's index in nvidia-smi's order. Pure: no Django, no database.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -78,7 +78,12 @@ def canonical(inventory: Mapping[str, Any]) -> bytes:
 
 
 def sha256(inventory: Mapping[str, Any]) -> str:
-    return hashlib.sha256(canonical(inventory)).hexdigest()
+    return digest(canonical(inventory))
+
+
+def digest(canonical_bytes: bytes) -> str:
+    """The fingerprint's hash: SHA-256 hex of its canonical bytes (`canonical`)."""
+    return hashlib.sha256(canonical_bytes).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -164,8 +169,8 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
     a, b = normalised(old), normalised(new)
     found: list[Change] = []
     found += _field_changes("driver", "", TOP_FIELDS, a, b)
-    found += _gpu_changes(a, b)
-    found += _hca_changes(a, b)
+    for section in _SECTIONS:
+        found += _section_changes(section, a, b)
     found += _field_changes("host", "host", HOST_FIELDS, a["host"], b["host"])
     gone = [m for m in a["missing"] if m not in b["missing"]]
     came = [m for m in b["missing"] if m not in a["missing"]]
@@ -176,46 +181,66 @@ def changes(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
     return found
 
 
-def _gpu_changes(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
-    unreadable = _section_unreadable("GPUs", a["gpus"], b["gpus"], a["missing"], b["missing"])
-    if unreadable is not None:
-        return [unreadable]
-    pairs, removed, added = _pairs(a["gpus"], b["gpus"], "pci_bus_id")
+def _port_changes(subject: str, old: Mapping[str, Any], new: Mapping[str, Any]) -> list[Change]:
+    """An HCA's ports: link conditions, not the hardware (never superseding)."""
     found = []
-    for i, j in pairs:
-        found += _field_changes("gpu", _gpu_label(j, b["gpus"][j]), GPU_FIELDS, a["gpus"][i], b["gpus"][j])
-    for i in removed:
-        gpu = a["gpus"][i]
-        found.append(Change("gpu", f"{_gpu_label(i, gpu)} removed (serial {_shown(gpu['serial'])})", True))
-    for j in added:
-        gpu = b["gpus"][j]
-        found.append(Change("gpu", f"{_gpu_label(j, gpu)} added (serial {_shown(gpu['serial'])})", True))
+    pairs, gone, came = _pairs(old["ports"], new["ports"], "port")
+    for p, q in pairs:
+        port = new["ports"][q]
+        for change in _field_changes("hca", f"{subject} port {port['port']}", PORT_FIELDS, old["ports"][p], port):
+            found.append(Change("reading", change.text, False))
+    found += [Change("reading", f"{subject} port {old['ports'][p]['port']} gone", False) for p in gone]
+    found += [Change("reading", f"{subject} port {new['ports'][q]['port']} appeared", False) for q in came]
     return found
 
 
-def _hca_changes(a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
-    unreadable = _section_unreadable("HCAs", a["hcas"], b["hcas"], a["missing"], b["missing"])
+@dataclass(frozen=True)
+class _Section:
+    """A list of parts of the inventory and how its items are told apart, named and compared."""
+
+    key: str  # the inventory's member: "gpus", "hcas"
+    label: str  # in "GPUs unreadable now"
+    part: str  # `Change.part`
+    match_by: str  # the member that is the same for the same part (its slot)
+    fields: Sequence[tuple[str, str]]
+    identity: tuple[str, str]  # the member that names the part to its vendor, in words
+    name: Callable[[int, Mapping[str, Any]], str]
+    within: Callable[[str, Mapping[str, Any], Mapping[str, Any]], list[Change]] = lambda _s, _o, _n: []
+
+
+_SECTIONS = (
+    _Section("gpus", "GPUs", "gpu", "pci_bus_id", GPU_FIELDS, ("serial", "serial"), _gpu_label),
+    _Section(
+        "hcas",
+        "HCAs",
+        "hca",
+        "name",
+        HCA_FIELDS,
+        ("node_guid", "node GUID"),
+        lambda _index, hca: f"HCA {_shown(hca['name'])}",
+        _port_changes,
+    ),
+)
+
+
+def _section_changes(section: _Section, a: dict[str, Any], b: dict[str, Any]) -> list[Change]:
+    """The section's pairs that changed, then the parts removed, then the parts added (the two
+    last always supersede: the hardware is another)."""
+    old, new = a[section.key], b[section.key]
+    unreadable = _section_unreadable(section.label, old, new, a["missing"], b["missing"])
     if unreadable is not None:
         return [unreadable]
-    pairs, removed, added = _pairs(a["hcas"], b["hcas"], "name")
+    pairs, removed, added = _pairs(old, new, section.match_by)
     found = []
     for i, j in pairs:
-        old, new = a["hcas"][i], b["hcas"][j]
-        subject = f"HCA {_shown(new['name'])}"
-        found += _field_changes("hca", subject, HCA_FIELDS, old, new)
-        port_pairs, gone, came = _pairs(old["ports"], new["ports"], "port")
-        for p, q in port_pairs:
-            port = new["ports"][q]
-            for change in _field_changes("hca", f"{subject} port {port['port']}", PORT_FIELDS, old["ports"][p], port):
-                found.append(Change("reading", change.text, False))  # link conditions, not the hardware
-        found += [Change("reading", f"{subject} port {old['ports'][p]['port']} gone", False) for p in gone]
-        found += [Change("reading", f"{subject} port {new['ports'][q]['port']} appeared", False) for q in came]
-    for i in removed:
-        hca = a["hcas"][i]
-        found.append(Change("hca", f"HCA {_shown(hca['name'])} removed (node GUID {_shown(hca['node_guid'])})", True))
-    for j in added:
-        hca = b["hcas"][j]
-        found.append(Change("hca", f"HCA {_shown(hca['name'])} added (node GUID {_shown(hca['node_guid'])})", True))
+        subject = section.name(j, new[j])
+        found += _field_changes(section.part, subject, section.fields, old[i], new[j])
+        found += section.within(subject, old[i], new[j])
+    member, words = section.identity
+    for how, indices, items in (("removed", removed, old), ("added", added, new)):
+        for i in indices:
+            text = f"{section.name(i, items[i])} {how} ({words} {_shown(items[i][member])})"
+            found.append(Change(section.part, text, True))
     return found
 
 

@@ -18,14 +18,13 @@ from django.db.models import F, Value
 from django.db.models.functions import Greatest
 from django.utils import timezone
 
-from fleet.burnin.fingerprints import fingerprint_observe
+from fleet.burnin.fingerprints import Observation, fingerprint_observe
 from fleet.burnin.health import fatal_xid_count, fatal_xids_judge
 from fleet.burnin.models import TestExecution
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Topology
 from fleet.jobs.models import Job
 from fleet.policies.models import Requirement
-from fleet_rules import fingerprint
 from fleet_rules.vocabulary import FINISHED_EXECUTION_STATUSES, ExecutionStatus, RequirementScope
 
 #: Fields an agent may change by reporting again; everything else identifies the execution.
@@ -159,20 +158,26 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
         raise ValidationError({"health": ["Health evidence belongs to a single device's execution, not a topology's."]})
     if report.inventory is not None and target.device is None:
         raise ValidationError({"inventory": ["Only a single-device execution (device_id) carries an inventory."]})
-    outcome = _report(execution_id, report, target, reported_by)
-    if report.inventory is not None and target.device is not None:
-        fingerprint_observe(
-            device_id=target.device.id,
-            inventory=report.inventory,
-            execution_id=outcome.execution.id,
-            now=timezone.now(),
-        )
+    observation = (
+        Observation.of(target.device.id, report.inventory, execution_id)
+        if report.inventory is not None and target.device is not None
+        else None
+    )
+    outcome = _report(execution_id, report, target, reported_by, observation)
+    if observation is not None:
+        fingerprint_observe(observation, now=timezone.now())
     return outcome
 
 
-def _report(execution_id: UUID, report: ExecutionReport, target: ReportTarget, reported_by: str) -> ReportOutcome:
+def _report(
+    execution_id: UUID,
+    report: ExecutionReport,
+    target: ReportTarget,
+    reported_by: str,
+    observation: Observation | None,
+) -> ReportOutcome:
     site_id = target.site_id
-    fingerprint_sha256 = fingerprint.sha256(report.inventory) if report.inventory is not None else None
+    fingerprint_sha256 = observation.sha256 if observation is not None else None
 
     existing = TestExecution.objects.select_for_update().filter(id=execution_id).first()
     if existing is None:

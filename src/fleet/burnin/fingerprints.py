@@ -3,7 +3,8 @@ snapshots (a new row only when its hash moves), checked against the certificate 
 and read back with what changed (`fleet_rules.fingerprint` decides; this loads and writes).
 
 A report whose fingerprint is the device's current one costs one statement (the current row's
-`last_seen_*` follow). A new fingerprint locks the device (as certificate issuance does, so the
+`last_seen_*` follow); the agent's inventory sweep records a batch the same way. A new fingerprint
+locks the device (as certificate issuance does, so the
 two decide one after the other), replaces the current row and, when the device's current
 certificate binds other hardware, supersedes it (`hardware_changed`) and lifts the device through
 the lifecycle (accepted → burn-in; in service it stays, without a valid certificate): a constant
@@ -21,7 +22,7 @@ from uuid import UUID
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import Count, F, Window
+from django.db.models import Case, Count, F, QuerySet, UUIDField, Value, When, Window
 
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
 from fleet.core.exceptions import NotFoundError
@@ -34,6 +35,22 @@ from fleet_rules.vocabulary import DeviceState, SupersedeReason, TransitionCause
 #: Snapshots the device page, the API and the evidence pack read (newest first; one more is read to
 #: tell what the oldest shown changed).
 HISTORY_LIMIT = 20
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One device's inventory as read: with an execution report (`execution_id`), or by the
+    agent's inventory sweep outside any job (None). Canonicalised and hashed once, here."""
+
+    device_id: UUID
+    canonical: bytes
+    sha256: str
+    execution_id: UUID | None = None
+
+    @classmethod
+    def of(cls, device_id: UUID, inventory: Mapping[str, Any], execution_id: UUID | None = None) -> Observation:
+        canonical = rules.canonical(inventory)
+        return cls(device_id, canonical, rules.digest(canonical), execution_id)
 
 
 @dataclass(frozen=True)
@@ -54,107 +71,37 @@ def bound_inventory(document: Mapping[str, Any]) -> dict[str, Any] | None:
     return bound.get("inventory") if isinstance(bound, Mapping) else None
 
 
-def fingerprint_observe(
-    *, device_id: UUID, inventory: Mapping[str, Any], execution_id: UUID | None = None, now: datetime
-) -> Observed:
-    """Record that the device reported `inventory` with this execution (in the caller's
-    transaction, after the execution is written), or outside any job (`execution_id` None: the
-    agent's inventory sweep; `fingerprints_observe` takes a batch of those)."""
-    canonical = rules.canonical(inventory)
-    digest = rules.sha256(inventory)
-    if _seen_again(device_id, digest, execution_id, now):
-        return Observed(digest, created=False)
-    # A new fingerprint (or the first): decide under the device's lock, as issuance does.
-    Device.objects.select_for_update(no_key=True).filter(id=device_id).values_list("id", flat=True).first()
-    current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True).first()
-    if current is not None and current.sha256 == digest:  # a concurrent report recorded it first
-        _seen_again(device_id, digest, execution_id, now)
-        return Observed(digest, created=False)
-    if current is not None:
-        FingerprintSnapshot.objects.filter(id=current.id).update(replaced_at=now)
-    stored = json.loads(canonical)
-    FingerprintSnapshot.objects.create(
-        device_id=device_id,
-        sha256=digest,
-        canonical=canonical.decode(),
-        inventory=stored,
-        first_seen_at=now,
-        first_execution_id=execution_id,
-        last_seen_at=now,
-        last_execution_id=execution_id,
-    )
-    certificate = (
-        AcceptanceCertificate.objects.filter(device_id=device_id, superseded_at__isnull=True)
-        .only("serial", "document")
-        .first()
-    )
-    if certificate is None:
-        return Observed(digest, created=True)
-    found = rules.hardware_supersedes(
-        bound=bound_inventory(certificate.document),
-        previous=current.inventory if current is not None else None,
-        new=stored,
-    )
-    if not found:
-        return Observed(digest, created=True)
-    _supersede(device_id, certificate.serial, found, digest, now)
-    return Observed(digest, created=True, superseded=certificate.serial, changes=tuple(found))
-
-
-def _seen_again(device_id: UUID, digest: str, execution_id: UUID | None, now: datetime) -> bool:
-    """Whether the device's current snapshot has this hash (then this report is counted)."""
-    current = FingerprintSnapshot.objects.filter(device_id=device_id, replaced_at__isnull=True, sha256=digest)
-    if execution_id is None:  # read outside any job: seen, but no execution report to count
-        return current.update(last_seen_at=now) > 0
-    return current.update(last_seen_at=now, last_execution_id=execution_id, reports=F("reports") + 1) > 0
-
-
-def _supersede(device_id: UUID, serial: UUID, found: list[rules.Change], digest: str, now: datetime) -> None:
-    _supersede_all([(device_id, serial, found, digest)], now)
-
-
-def _supersede_all(superseded: Sequence[tuple[UUID, UUID, list[rules.Change], str]], now: datetime) -> None:
-    """Supersede these certificates (`hardware_changed`) and lift their devices (two statements)."""
-    if not superseded:
-        return
-    reason = SupersedeReason.HARDWARE_CHANGED
-    AcceptanceCertificate.objects.filter(
-        serial__in=[serial for _, serial, _, _ in superseded], superseded_at__isnull=True
-    ).update(superseded_at=now, supersede_reason=reason)
-    automatic_moves_apply(
-        [
-            AutomaticMove(
-                device_id,
-                DeviceState.BURN_IN,
-                TransitionCause.CERTIFICATE_SUPERSEDED,
-                f"certificate {serial} superseded: {reason.value} ({rules.summary(found)})",
-                {"certificate": str(serial), "supersede_reason": reason.value, "fingerprint": digest},
-            )
-            for device_id, serial, found, digest in superseded
-        ],
-        now=now,
-    )
+def fingerprint_observe(observation: Observation, *, now: datetime) -> Observed:
+    """Record one device's inventory (an execution report's, in its transaction after the
+    execution is written): `fingerprints_observe` of one."""
+    return fingerprints_observe([observation], now=now)[observation.device_id]
 
 
 #: Devices one `fingerprints_observe` call (one sweep request) may carry.
 MAX_BATCH = 100
 
 
-def fingerprints_observe(
-    *, observations: Sequence[tuple[UUID, Mapping[str, Any]]], now: datetime
-) -> dict[UUID, Observed]:
-    """Record inventories read outside any job (the agent's inventory sweep), one per device, in the
-    caller's transaction: what `fingerprint_observe` does for each (without an execution: an
-    unchanged one moves `last_seen_at` only; a new one has no first or last execution and counts
-    one report), in a constant number of
-    statements whatever the batch holds (lock the devices, read their current snapshots, count the
-    unchanged, replace the changed, read and supersede the certificates they no longer match)."""
+def fingerprints_observe(observations: Sequence[Observation], *, now: datetime) -> dict[UUID, Observed]:
+    """Record inventories, one per device, in the caller's transaction, in a constant number of
+    statements whatever the batch holds. Seen again: the current snapshot's `last_seen_at`
+    follows (and, for an execution report, `last_execution` and `reports`). New (or the first):
+    under the devices' locks (as issuance takes them, so the two decide one after the other) the
+    current snapshot is replaced, and a certificate binding other hardware is superseded
+    (`hardware_changed`) and its device lifted through the lifecycle.
+
+    One report seen again, the common case of `PUT executions/{id}`, costs one statement and
+    takes no lock."""
     if not observations:
         return {}
-    digests = {
-        device_id: (rules.canonical(inventory), rules.sha256(inventory)) for device_id, inventory in observations
-    }
-    ids = sorted(digests)
+    if len(observations) == 1:
+        (only,) = observations
+        current = FingerprintSnapshot.objects.filter(
+            device_id=only.device_id, replaced_at__isnull=True, sha256=only.sha256
+        )
+        if _seen_again(current, observations, now):
+            return {only.device_id: Observed(only.sha256, created=False)}
+    by_device = {o.device_id: o for o in observations}
+    ids = sorted(by_device)
     list(Device.objects.select_for_update(no_key=True).filter(id__in=ids).order_by("id").values_list("id", flat=True))
     currents = {
         snapshot.device_id: snapshot
@@ -162,27 +109,30 @@ def fingerprints_observe(
             "id", "device_id", "sha256", "inventory"
         )
     }
-    same = [d for d in ids if d in currents and currents[d].sha256 == digests[d][1]]
+    # (a single report's "same" here: a concurrent report recorded it first)
+    same = [d for d in ids if d in currents and currents[d].sha256 == by_device[d].sha256]
     moved = [d for d in ids if d not in same]
     if same:
-        # seen again (`last_seen_at`, what repair checks read); `reports` and `last_execution` count
-        # execution reports, and this is none
-        FingerprintSnapshot.objects.filter(id__in=[currents[d].id for d in same]).update(last_seen_at=now)
-    observed = {d: Observed(digests[d][1], created=False) for d in same}
+        _seen_again(
+            FingerprintSnapshot.objects.filter(id__in=[currents[d].id for d in same]), [by_device[d] for d in same], now
+        )
+    observed = {d: Observed(by_device[d].sha256, created=False) for d in same}
     if not moved:
         return observed
     replaced = [currents[d].id for d in moved if d in currents]
     if replaced:
         FingerprintSnapshot.objects.filter(id__in=replaced).update(replaced_at=now)
-    stored = {d: json.loads(digests[d][0]) for d in moved}
+    stored = {d: json.loads(by_device[d].canonical) for d in moved}
     FingerprintSnapshot.objects.bulk_create(
         FingerprintSnapshot(
             device_id=d,
-            sha256=digests[d][1],
-            canonical=digests[d][0].decode(),
+            sha256=by_device[d].sha256,
+            canonical=by_device[d].canonical.decode(),
             inventory=stored[d],
             first_seen_at=now,
+            first_execution_id=by_device[d].execution_id,
             last_seen_at=now,
+            last_execution_id=by_device[d].execution_id,
         )
         for d in moved
     )
@@ -206,12 +156,54 @@ def fingerprints_observe(
             else []
         )
         if certificate is not None and found:
-            superseded.append((d, certificate.serial, found, digests[d][1]))
-            observed[d] = Observed(digests[d][1], created=True, superseded=certificate.serial, changes=tuple(found))
+            superseded.append((d, certificate.serial, found, by_device[d].sha256))
+            observed[d] = Observed(
+                by_device[d].sha256, created=True, superseded=certificate.serial, changes=tuple(found)
+            )
         else:
-            observed[d] = Observed(digests[d][1], created=True)
+            observed[d] = Observed(by_device[d].sha256, created=True)
     _supersede_all(superseded, now)
     return observed
+
+
+def _seen_again(snapshots: QuerySet[FingerprintSnapshot], observations: Sequence[Observation], now: datetime) -> int:
+    """Count these current snapshots seen again (one statement): `last_seen_at` (what repair checks
+    read) for all; `last_execution` and `reports` count execution reports, so only theirs move."""
+    reported = [o for o in observations if o.execution_id is not None]
+    if not reported:
+        return snapshots.update(last_seen_at=now)
+    return snapshots.update(
+        last_seen_at=now,
+        last_execution_id=Case(
+            *(When(device_id=o.device_id, then=Value(o.execution_id)) for o in reported),
+            default=F("last_execution_id"),
+            output_field=UUIDField(),
+        ),
+        reports=F("reports") + Case(*(When(device_id=o.device_id, then=Value(1)) for o in reported), default=Value(0)),
+    )
+
+
+def _supersede_all(superseded: Sequence[tuple[UUID, UUID, list[rules.Change], str]], now: datetime) -> None:
+    """Supersede these certificates (`hardware_changed`) and lift their devices (two statements)."""
+    if not superseded:
+        return
+    reason = SupersedeReason.HARDWARE_CHANGED
+    AcceptanceCertificate.objects.filter(
+        serial__in=[serial for _, serial, _, _ in superseded], superseded_at__isnull=True
+    ).update(superseded_at=now, supersede_reason=reason)
+    automatic_moves_apply(
+        [
+            AutomaticMove(
+                device_id,
+                DeviceState.BURN_IN,
+                TransitionCause.CERTIFICATE_SUPERSEDED,
+                f"certificate {serial} superseded: {reason.value} ({rules.summary(found)})",
+                {"certificate": str(serial), "supersede_reason": reason.value, "fingerprint": digest},
+            )
+            for device_id, serial, found, digest in superseded
+        ],
+        now=now,
+    )
 
 
 @dataclass(frozen=True)
@@ -239,7 +231,7 @@ def satellite_fingerprints_report(
     if strangers:
         raise ValidationError(strangers)
     observed = fingerprints_observe(
-        observations=[(known[str(item["hostname"])], item["inventory"]) for item in devices], now=now
+        [Observation.of(known[str(item["hostname"])], item["inventory"]) for item in devices], now=now
     )
     return [
         SweptDevice(h, known[h], observed[known[h]].sha256, observed[known[h]].created, observed[known[h]].superseded)
