@@ -277,6 +277,31 @@ def test_the_command_executor_reads_real_outputs_and_falls_back_to_dmesg(tmp_pat
 
 
 @pytest.mark.process
+@pytest.mark.parametrize(("journal_works", "source"), [(True, "journalctl"), (False, "dmesg")])
+def test_a_kernel_log_read_by_a_site_s_wrapper_names_the_tool_its_key_stands_for(
+    tmp_path: Path, journal_works: bool, source: str
+) -> None:
+    """`health.source` is journalctl or dmesg (the service refuses anything else): a wrapper script's name is
+    neither, so the key that answered says which (before: the script's name, and every report a 400)."""
+    log = f"cat {FIXTURES / 'kernel_log_journalctl_short_iso_no_xid.log'}\n"
+    journal = script(tmp_path / "read-journal", log if journal_works else "exit 1\n")
+    ring = script(tmp_path / "read-ring", log)
+    executor = CommandExecutor(
+        {"dcgm-diag": {"template": "true", "parser": "dcgm-diag-json"}},
+        hardware_commands={
+            "nvidia_smi": f"cat {FIXTURES / 'nvidia_smi_q_x_r590_dual_a5000.xml'}",
+            "kernel_log": str(journal),
+            "kernel_log_fallback": str(ring),
+        },
+    )
+
+    outcome = executor.run(window_run(Target("dev-1", "a01-n01", H200)), attempt=1)
+
+    assert outcome.status == "completed", outcome.error
+    assert outcome.health is not None and outcome.health["source"] == source
+
+
+@pytest.mark.process
 def test_unconfigured_or_failing_hardware_commands_are_reported_missing_never_invented() -> None:
     executor = CommandExecutor(
         {"dcgm-diag": {"template": "true", "parser": "dcgm-diag-json"}},

@@ -155,6 +155,26 @@ def test_the_agent_sweeps_with_its_executors_hardware_unless_report_hardware_is_
         assert len(service.posted) == posts
 
 
+def test_the_slurm_executor_reads_hardware_in_jobs_but_is_not_swept(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An in-service node runs production jobs: a sweep step would queue behind them."""
+    from fleet_agent.executors.slurm import SlurmExecutor, SlurmSettings
+
+    executor = SlurmExecutor(
+        {"t": {"template": "true", "parser": "dcgm-diag-json"}},
+        SlurmSettings(output_dir=str(tmp_path / "slurm")),
+        hardware_commands={"nvidia_smi": "nvidia-smi -q -x"},
+    )
+    service = Service([node(1, "accepted"), node(2, "in_service")])
+    settings = AgentConfig(**REQUIRED, state_dir=str(tmp_path / "state"))
+    agent = Agent(settings, client_for(service), executor, AgentState(settings.state_dir))
+    with caplog.at_level(logging.INFO, logger="fleet_agent"):
+        report = agent.sweep_inventory()
+    assert executor.hardware is not None and service.posted == [] and report.devices == 0
+    assert "the slurm executor reads hardware in burn-in jobs only; nothing swept" in caplog.text
+
+
 def test_inventory_interval_defaults_to_an_hour_zero_is_off_and_a_negative_one_is_refused() -> None:
     assert load_config(REQUIRED, environ={}).inventory_interval == 3600
     assert load_config(REQUIRED | {"inventory_interval": 0}, environ={}).inventory_interval == 0

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.burnin.models import FingerprintSnapshot, PolicyProgress, TestExecution
 from fleet.jobs.models import Job, JobDevice
 from tests.slurm.conftest import Slurm
 from tests.support.stack import Stack, running_stack, sat_a_devices
@@ -28,7 +28,9 @@ def long_lease_stack(transactional_db, settings, tmp_path):  # type: ignore[no-u
         yield running
 
 
-def agent_config(slurm: Slurm, tmp_path: Path, commands: dict[str, Any]) -> str:
+def agent_config(
+    slurm: Slurm, tmp_path: Path, commands: dict[str, Any], hardware_commands: dict[str, Any] | None = None
+) -> str:
     """A config file for `fleet-agent --executor slurm`: every a0R-n0N host runs on fake node nN."""
     hostnames = {f"a0{rack}-n0{node}": f"n{node}" for rack in range(1, 5) for node in range(1, 5)}
     path = tmp_path / "agent-slurm.yaml"
@@ -37,6 +39,7 @@ def agent_config(slurm: Slurm, tmp_path: Path, commands: dict[str, Any]) -> str:
             {
                 "executor": "slurm",
                 "commands": commands,
+                "hardware_commands": hardware_commands or {},
                 "command_timeout": 60,
                 "slurm_partition": "burnin",
                 "slurm_mpi": "none",
@@ -82,7 +85,12 @@ def test_a_single_node_job_runs_each_test_as_a_slurm_step_then_is_evaluated_and_
         "nvbandwidth": {"template": slurm.replay("nvbandwidth_v0.7_a100_assert.txt"), "parser": "nvbandwidth"},
         "nccl-all-reduce": {"template": slurm.replay("nccl_2.13plus_h100_2node.txt"), "parser": "nccl-all-reduce"},
     }
-    config = agent_config(slurm, tmp_path, commands)
+    hardware = {
+        "nvidia_smi": slurm.replay("nvidia_smi_q_x_r535_a100_sxm4.xml"),
+        "ibstat": slurm.replay("ibstat_h100_all_active.txt"),
+        "kernel_log": slurm.replay("kernel_log_journalctl_short_iso_no_xid.log"),
+    }
+    config = agent_config(slurm, tmp_path, commands, hardware)
     stack.agent("once", "--config", config, **slurm.env)
     before = len(slurm.steps())
     stack.dispatch([device.id])
@@ -96,10 +104,20 @@ def test_a_single_node_job_runs_each_test_as_a_slurm_step_then_is_evaluated_and_
         "nccl-in-node": "failed",  # 338.82 GB/s < 431
         "hbm-bandwidth": "errored",  # no command configured for it
         "ib-bandwidth": "errored",
-        "gpu-health-window": "errored",  # the Slurm executor does not read hardware
+        # judged from steps on n1, not errored: no Xid in the window and no slowdown, but this A100's nvidia-smi
+        # (R535) reports row remapping N/A, and a reading that is missing fails closed
+        "gpu-health-window": "failed",
     }
-    assert len(slurm_jobs_on(slurm, "n1", before)) == 4  # one Slurm job (one step) per configured test
+    # one Slurm job (one step) per configured test, and one per hardware reading: nvidia-smi and ibstat at the
+    # job's start, nvidia-smi and the kernel log at the end of the health window
+    assert len(slurm_jobs_on(slurm, "n1", before)) == 4 + 4
     assert {on for _, on, _ in slurm.steps()[before:]} == {"n1"}
+    (snapshot,) = FingerprintSnapshot.objects.filter(device=device)
+    assert snapshot.inventory["driver_version"] == "535.54.03" and len(snapshot.inventory["gpus"]) == 1
+    window = TestExecution.objects.get(requirement__name="gpu-health-window", device=device)
+    assert window.status == "completed" and window.health["source"] == "journalctl"
+    assert window.metrics["xid_fatal_count"]["value"] == 0 and "value" not in window.metrics["row_remap_pending"]
+    assert window.fingerprint_sha256 == snapshot.sha256
     nccl = TestExecution.objects.get(requirement__name="nccl-in-node", device=device)
     assert nccl.metrics["busbw_gbps"]["value"] == 338.82
     assert "Invalid value when checking the pattern" in TestExecution.objects.get(requirement__name="nvbandwidth").error

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fleet_agent.executors.base import Resumable, Target, TestRun
+from fleet_agent.executors.hardware import collect_inventory
 from fleet_agent.executors.slurm import SlurmExecutor, SlurmSettings, job_state
 from tests.slurm.conftest import Slurm
 
@@ -33,7 +34,12 @@ class Ledger:
 
 
 def executor(
-    slurm: Slurm, commands: dict[str, dict[str, Any]], tmp_path: Path, ledger: Ledger | None = None, **settings: Any
+    slurm: Slurm,
+    commands: dict[str, dict[str, Any]],
+    tmp_path: Path,
+    ledger: Ledger | None = None,
+    hardware_commands: dict[str, Any] | None = None,
+    **settings: Any,
 ) -> SlurmExecutor:
     options: dict[str, Any] = {
         "output_dir": str(tmp_path / "out"),
@@ -43,7 +49,14 @@ def executor(
         "time_margin": 0,
     }
     options.update(settings)
-    return SlurmExecutor(commands, SlurmSettings(**options), timeout_s=60, ledger=ledger, environ=_env(slurm))
+    return SlurmExecutor(
+        commands,
+        SlurmSettings(**options),
+        timeout_s=60,
+        ledger=ledger,
+        environ=_env(slurm),
+        hardware_commands=hardware_commands,
+    )
 
 
 def _env(slurm: Slurm) -> dict[str, str]:
@@ -213,3 +226,36 @@ def test_every_slurm_failure_state_is_an_errored_run_with_the_state_in_its_reaso
 
     assert outcome.status == "errored"
     assert outcome.error == f"Slurm job 7 ended {state} (exit code 0:9)"
+
+
+def test_the_hardware_is_read_by_steps_on_the_device_s_node_and_its_health_window_is_judged(
+    slurm: Slurm, tmp_path: Path
+) -> None:
+    """The inventory at a job's start and the `health-window` test, each reading a one-task Slurm step on the
+    device's node (under the burn-in jobs' partition); a part with no command stays missing."""
+    slurm_executor = executor(
+        slurm,
+        {"t": {"template": slurm.replay(DCGM_PASS), "parser": "dcgm-diag-json"}},
+        tmp_path,
+        hardware_commands={
+            "nvidia_smi": slurm.replay("nvidia_smi_q_x_r535_a100_sxm4.xml"),
+            "ibstat": slurm.replay("ibstat_h100_all_active.txt"),
+            "kernel_log": slurm.replay("kernel_log_journalctl_short_iso_no_xid.log"),
+        },
+        partition="burnin",
+    )
+    before = len(slurm.steps())
+
+    inventory = collect_inventory(slurm_executor.hardware, Target("dev-host-3", "host-3", "gpu.h200.8x"))
+    outcome = slurm_executor.run(run_on("host-3", test="health-window"), attempt=1)
+
+    assert inventory["driver_version"] == "535.54.03" and len(inventory["gpus"]) == 1 and inventory["hcas"]
+    assert inventory["missing"] == ["dmi: no command configured (hardware_commands.dmi)"]
+    assert outcome.status == "completed", outcome.error
+    assert outcome.metrics["xid_fatal_count"]["value"] == 0 and outcome.metrics["gpu_count"]["value"] == 1
+    assert outcome.health is not None and outcome.health["source"] == "journalctl"
+    # ibstat and nvidia-smi for the inventory, then nvidia-smi twice (before, after) and the kernel log
+    steps = slurm.steps()[before:]
+    assert [(on, rank) for _, on, rank in steps] == [("n3", "0")] * 5
+    assert len({step.split(".")[0] for step, _, _ in steps}) == 5  # each its own Slurm job
+    assert {slurm.job_field(step.split(".")[0], "Partition") for step, _, _ in steps} == {"burnin"}

@@ -70,7 +70,13 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
     if config.executor == "slurm":
         from fleet_agent.executors.slurm import SlurmExecutor
 
-        return SlurmExecutor(config.commands, config.slurm_settings(), timeout_s=config.command_timeout, ledger=state)
+        return SlurmExecutor(
+            config.commands,
+            config.slurm_settings(),
+            timeout_s=config.command_timeout,
+            ledger=state,
+            hardware_commands=config.hardware_commands,
+        )
     if config.executor == "command":
         from fleet_agent.executors.command import CommandExecutor
 

@@ -55,7 +55,7 @@ class AgentConfig:
     max_retries: int = 6
     commands: dict[str, Any] = field(default_factory=dict)
     command_timeout: float = 7200.0
-    # How the command executor reads the device's hardware (file only): nvidia_smi, ibstat, dmi, kernel_log,
+    # How the command and Slurm executors read the device's hardware (file only): nvidia_smi, ibstat, dmi, kernel_log,
     # kernel_log_fallback → a command template (or {template, timeout}).
     hardware_commands: dict[str, Any] = field(default_factory=dict)
     # Send the inventory (and the health window's evidence) with execution reports.

@@ -7,7 +7,8 @@ the old hardware (`hardware_changed`) as it does when a job's report carries ano
 Load (the service's node states, every page), read (each device's inventory with the executor's hardware
 source, whose every tool runs under its timeout), write (bounded batches). A device whose GPUs cannot be
 read is logged and skipped: an inventory without them would only add a snapshot that says nothing, never a
-changed fingerprint. An executor that reads no hardware (Slurm) sweeps nothing and says so once.
+changed fingerprint. An executor that reads no hardware sweeps nothing and says so once (the Slurm executor
+reads hardware in burn-in jobs only: the runner does not sweep with it).
 """
 
 from __future__ import annotations

@@ -299,6 +299,12 @@ class Agent:
         if not self.config.report_hardware:
             logger.info("inventory sweep: report_hardware is off; nothing swept")
             return SweepReport()
+        if not getattr(self.executor, "sweeps_hardware", True):
+            logger.info(
+                "inventory sweep: the %s executor reads hardware in burn-in jobs only; nothing swept",
+                self.executor.name,
+            )
+            return SweepReport()
         source: HardwareSource | None = getattr(self.executor, "hardware", None)
         return inventory_sweep(
             self.client,
@@ -372,7 +378,7 @@ class Agent:
     def _job_hardware(self, job: dict[str, Any], requirements: list[dict[str, Any]]) -> JobHardware:
         """At the start of a single-device job: the device's inventory (when `report_hardware`) and, when the job
         has a health window, the health snapshot it starts from. A multi-node job, or an executor that cannot
-        read hardware (Slurm), gets none."""
+        read hardware, gets none."""
         source: HardwareSource | None = getattr(self.executor, "hardware", None)
         if source is None or job["workflow_name"] == MULTI_NODE or not job["devices"]:
             return JobHardware()

@@ -112,7 +112,17 @@ class CommandHardware:
     fails (e.g. no journald), `kernel_log_fallback` (typically `dmesg --time-format iso`) is read instead; the
     reading names which one answered (`journalctl` or `dmesg`). An unconfigured part is reported missing."""
 
-    def __init__(self, commands: Mapping[str, Any]) -> None:
+    def __init__(
+        self,
+        commands: Mapping[str, Any],
+        *,
+        launcher: Callable[[Target, float], list[str]] | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        """`launcher` (the Slurm executor's): the argv that runs a command on the target's node, put before it,
+        given the command's timeout; `env`: the commands' environment (default: the agent's)."""
+        self._launcher = launcher
+        self._env = env
         self._commands: dict[str, tuple[tuple[str, ...], float]] = {}
         for key, spec in commands.items():
             where = f"hardware_commands.{key}"
@@ -145,15 +155,15 @@ class CommandHardware:
             "since_epoch": int(since.timestamp()) if since else "",
             "until_epoch": int(until.timestamp()) if until else "",
         }
-        first = self._run(part, context)
+        first = self._run(part, target, context)
         if part != "kernel_log" or first.text is not None or "kernel_log_fallback" not in self._commands:
             return Reading(first.text, first.problem, _source_of(part, self._commands.get(part)))
-        fallback = self._run("kernel_log_fallback", context)
+        fallback = self._run("kernel_log_fallback", target, context)
         if fallback.text is None:
             return Reading(None, f"{first.problem}; fallback: {fallback.problem}")
-        return Reading(fallback.text, None, _source_of(part, self._commands["kernel_log_fallback"]))
+        return Reading(fallback.text, None, _source_of("kernel_log_fallback", self._commands["kernel_log_fallback"]))
 
-    def _run(self, key: str, context: Mapping[str, Any]) -> Reading:
+    def _run(self, key: str, target: Target, context: Mapping[str, Any]) -> Reading:
         configured = self._commands.get(key)
         if configured is None:
             return Reading(None, f"no command configured (hardware_commands.{key})")
@@ -162,7 +172,9 @@ class CommandHardware:
             argv = fill_arguments(tokens, context)
         except (KeyError, ValueError, IndexError, AttributeError) as exc:
             return Reading(None, f"hardware_commands.{key} cannot be filled in: {exc}")
-        finished = _execute(argv, lambda: False, timeout)
+        if self._launcher is not None:
+            argv = self._launcher(target, timeout) + argv
+        finished = _execute(argv, lambda: False, timeout, env=self._env)
         if finished.problem is not None:
             return Reading(None, with_tail(finished.problem, finished.stderr))
         if finished.returncode != 0:
@@ -182,27 +194,35 @@ def _spec(where: str, spec: Any) -> tuple[str, float]:
     return spec["template"], float(timeout)
 
 
-def _source_of(part: str, configured: tuple[tuple[str, ...], float] | None) -> str | None:
-    """The kernel log's tool, by the program the command names (after an `ssh host` prefix)."""
-    if part != "kernel_log" or configured is None:
+#: The kernel log's tool by the key that read it, when its command names neither (a site's wrapper script).
+_KERNEL_LOG_TOOLS = {"kernel_log": "journalctl", "kernel_log_fallback": "dmesg"}
+
+
+def _source_of(key: str, configured: tuple[tuple[str, ...], float] | None) -> str | None:
+    """The kernel log's tool (`health.source`: journalctl or dmesg), by the program the command names (after an
+    `ssh host` prefix), else by the key: `kernel_log` is the journal, `kernel_log_fallback` dmesg."""
+    if key not in _KERNEL_LOG_TOOLS or configured is None:
         return None
     names = [os.path.basename(token) for token in configured[0]]
     for tool in ("journalctl", "dmesg"):
         if tool in names:
             return tool
-    return os.path.basename(configured[0][0])
+    return _KERNEL_LOG_TOOLS[key]
 
 
 def _iso(moment: datetime | None) -> str:
     return moment.isoformat().replace("+00:00", "Z") if moment else ""
 
 
-def _execute(argv: list[str], should_stop: Callable[[], bool], timeout_s: float) -> _Finished:
+def _execute(
+    argv: list[str], should_stop: Callable[[], bool], timeout_s: float, env: Mapping[str, str] | None = None
+) -> _Finished:
     """Run `argv` in its own process group until it ends, `should_stop` turns true, or `timeout_s` passes."""
     program = argv[0]
     try:
         process = subprocess.Popen(
             argv,
+            env=None if env is None else dict(env),
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -21,6 +21,13 @@ parsers, through the same code, as the `command` executor); any other end (`FAIL
 execution whose error names the state, never a pass. A stop (the fleet job was cancelled, its lease was
 lost, the agent is shutting down) `scancel`s the Slurm job.
 
+The device's hardware (the inventory at the start of a single-device job, and the `health-window` test) is read
+with the same `hardware_commands` as the `command` executor, naming the tool itself (no `ssh`): each runs as a
+one-task Slurm step on the device's node (`srun --nodes=1 --ntasks=1 --nodelist=NODE --time=…` with the
+partition, account, reservation and QoS of the burn-in jobs), between the job's tests, when the node is the
+fleet job's. The inventory sweep reads nothing here: an in-service node runs production jobs, and a step
+queued behind them would hold the sweep; its fingerprint is read again at its next burn-in.
+
 The job's stdout and stderr go to `slurm_output_dir`, which the agent must be able to read: a folder
 shared between the agent host and the compute nodes (Slurm writes the files on the job's first node).
 """
@@ -40,7 +47,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fleet_agent.executors.base import WORKFLOWS, RunLedger, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.base import WORKFLOWS, RunLedger, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.command import CommandHardware
+from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, health_window
 from fleet_agent.executors.tooling import (
     CommandSpec,
     PreparedCommand,
@@ -132,6 +141,8 @@ class SlurmExecutor:
     """An `Executor` (and `Resumable`) that runs each test as a Slurm job (see the module docstring)."""
 
     name = "slurm"
+    #: The inventory sweep reads no hardware through Slurm (see the module docstring).
+    sweeps_hardware = False
 
     def __init__(
         self,
@@ -141,6 +152,7 @@ class SlurmExecutor:
         timeout_s: float = 7200,
         ledger: RunLedger | None = None,
         environ: Mapping[str, str] | None = None,
+        hardware_commands: Mapping[str, Any] | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"command_timeout: must be positive, got {timeout_s}")
@@ -152,6 +164,7 @@ class SlurmExecutor:
         self._ledger = ledger
         self._environ = dict(os.environ if environ is None else environ)
         self._output_dir = Path(settings.output_dir)
+        self.hardware = CommandHardware(hardware_commands or {}, launcher=self._hardware_step, env=self._environ)
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: a multi-node test is one step across the cohort's nodes."""
@@ -160,7 +173,10 @@ class SlurmExecutor:
     # --- running ----------------------------------------------------------------------------------
 
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
-        """Submit the test as a Slurm job, wait for it to end, and parse its output."""
+        """Submit the test as a Slurm job, wait for it to end, and parse its output (the `health-window` test,
+        unless `commands` names a tool for it: the hardware readings of the window, each a Slurm step)."""
+        if run.test == HEALTH_WINDOW_TEST and run.test not in self._commands:
+            return health_window(self.hardware, run)
         started_at = utc_now()
         line = command_line(self._commands, run, attempt, started_at)
         if isinstance(line, TestOutcome):
@@ -315,6 +331,28 @@ class SlurmExecutor:
             f"nodes {','.join(nodes)}\n"
             f"exec {command}\n"
         )
+
+    def _hardware_step(self, target: Target, timeout_s: float) -> list[str]:
+        """What runs a hardware reading on the target's node: a one-task step in a job of its own, under the
+        burn-in jobs' partition, account, reservation and QoS, within the reading's timeout."""
+        argv = [
+            "srun",
+            "--nodes=1",
+            "--ntasks=1",
+            f"--nodelist={self.settings.slurm_node(target.hostname)}",
+            f"--time={max(1, math.ceil(timeout_s / 60))}",
+            "--job-name=fleet-hardware",
+            "--quiet",
+        ]
+        for option, value in (
+            ("partition", self.settings.partition),
+            ("account", self.settings.account),
+            ("reservation", self.settings.reservation),
+            ("qos", self.settings.qos),
+        ):
+            if value:
+                argv.append(f"--{option}={value}")
+        return self._binary(argv)
 
     def _sbatch_argv(
         self, run: TestRun, nodes: list[str], minutes: int, script: Path, stdout: Path, stderr: Path
