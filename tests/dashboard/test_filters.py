@@ -116,6 +116,34 @@ GRID_UNKNOWN = [
 ]
 
 
+def test_a_class_with_more_racks_than_a_picker_lists_is_filtered_by_typing_a_label(person, two_classes, monkeypatch):
+    """At 100,000 devices a class holds 12,500 racks: two selects of them were 2 MB of every grid
+    page. Past `RACK_CHOICES` the filter is a typed label (the first ones suggested), checked by
+    a lookup, and the rerun picker offers the racks of the page's devices."""
+    monkeypatch.setattr("fleet.burnin.reads.filters.RACK_CHOICES", 2)
+    monkeypatch.setattr("fleet.dashboard.views.GRID_PAGE", 2)
+    operator = person(OPERATOR)
+
+    page = text(operator.get("/sites/lon-1/grid/"))
+    assert re.search(r'<input name="topology" list="rack-labels"', page)
+    assert '<select name="topology"><option value="">any' not in page  # the filter's select is gone
+    suggested = re.search(r'<datalist id="rack-labels">(.*?)</datalist>', page).group(1)
+    assert re.findall(r'<option value="([^"]*)"', suggested) == ["rack-a00", "rack-a01"]
+    shown_hosts = re.findall(r'data-hostname="([^"]+)"', page)
+    assert options(page, "rack to rerun") == sorted(
+        set(Device.objects.filter(hostname__in=shown_hosts).values_list("memberships__topology__label", flat=True))
+    )
+
+    beyond = text(operator.get("/sites/lon-1/grid/?topology=rack-b00"))  # not among the suggested
+    in_rack = set(Device.objects.filter(memberships__topology__label="rack-b00").values_list("hostname", flat=True))
+    assert set(re.findall(r'data-hostname="([^"]+)"', beyond)) <= in_rack and 'value="rack-b00"' in beyond
+    assert options(beyond, "rack to rerun") == ["rack-b00"]
+
+    unknown = operator.get("/sites/lon-1/grid/?topology=rack-z99")
+    assert unknown.status_code == 400
+    assert "unknown rack / topology 'rack-z99' (known: rack-a00, rack-a01 and more)" in shown(unknown)
+
+
 @pytest.mark.parametrize(("query", "message", "known"), GRID_UNKNOWN)
 def test_an_unknown_grid_filter_is_a_400_listing_the_known_values(person, two_classes, query, message, known):
     response = person(VIEWER).get(f"/sites/lon-1/grid/?{query}")

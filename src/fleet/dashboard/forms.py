@@ -11,7 +11,7 @@ from django import forms
 from django.core.exceptions import NON_FIELD_ERRORS
 
 from fleet.burnin.reads.failures import FAILURE_ORDERS, NOT_PASSING
-from fleet.burnin.reads.filters import RackChoice, SiteFilterValues
+from fleet.burnin.reads.filters import RackChoice, RackChoices, SiteFilterValues
 from fleet.burnin.reruns.selection import RerunTarget
 from fleet_rules.vocabulary import JobStatus, PlanningMode, RepairRerun, Verdict
 
@@ -22,12 +22,14 @@ KNOWN_LISTED = 20
 VALUE_SHOWN = 60
 
 
-def unknown_value(noun: str, value: str, known: Sequence[str]) -> forms.ValidationError:
+def unknown_value(noun: str, value: str, known: Sequence[str], *, uncounted: bool = False) -> forms.ValidationError:
     """`unknown resource class 'h200' (known: gpu.gb200.nvl72, gpu.h200.8x)`: the value as given
-    (cut short), then what it could have been."""
+    (cut short), then what it could have been (`uncounted`: `known` is only the first of them)."""
     shown = value if len(value) <= VALUE_SHOWN else value[:VALUE_SHOWN] + "…"
     listed = ", ".join(known[:KNOWN_LISTED])
-    if len(known) > KNOWN_LISTED:
+    if uncounted and known:
+        listed += " and more"
+    elif len(known) > KNOWN_LISTED:
         listed += f" and {len(known) - KNOWN_LISTED} more"
     return forms.ValidationError(
         "unknown %(noun)s '%(value)s' (known: %(known)s)",
@@ -87,14 +89,21 @@ class GridFilterForm(QueryForm):
     after = forms.CharField(required=False, max_length=255, widget=forms.HiddenInput)
 
     def __init__(
-        self, data: Any, *, known: SiteFilterValues, racks: Callable[[str, str | None], list[RackChoice]]
+        self,
+        data: Any,
+        *,
+        known: SiteFilterValues,
+        racks: Callable[[str, str | None], RackChoices],
+        rack_named: Callable[[str, str | None, str], bool],
     ) -> None:
         super().__init__(data)
         self.known_values = known
         _know(self, "resource_class", known.resource_classes)
         _know(self, "satellite", known.satellites)
         self._racks_of = racks
+        self._rack_named = rack_named
         self.racks: list[RackChoice] = []
+        self.more_racks = False  # more than the choices list: the filter is typed, not picked
 
     def clean_resource_class(self) -> str:
         return self.cleaned_data["resource_class"] or self.known_values.troubled_class
@@ -103,10 +112,14 @@ class GridFilterForm(QueryForm):
         value = self.cleaned_data["topology"]
         if "resource_class" not in self.cleaned_data or "satellite" not in self.cleaned_data:
             return value  # the class or satellite is unknown: that is the error to show
-        self.racks = self._racks_of(self.cleaned_data["resource_class"], self.cleaned_data["satellite"] or None)
-        labels = [r.label for r in self.racks]
-        if value and value not in labels:
-            raise unknown_value("rack / topology", value, labels)  # as the filter is labelled
+        rc, satellite = self.cleaned_data["resource_class"], self.cleaned_data["satellite"] or None
+        found = self._racks_of(rc, satellite)
+        self.racks, self.more_racks = found.choices, found.more
+        # A named rack is always looked up (one query whatever the class holds): the choices may
+        # list only the first of them.
+        if value and not self._rack_named(rc, satellite, value):
+            labels = [r.label for r in self.racks]
+            raise unknown_value("rack / topology", value, labels, uncounted=self.more_racks)  # as labelled
         return value
 
 

@@ -32,7 +32,7 @@ from fleet.burnin.reads.failures import (
     failures_export,
     failures_page,
 )
-from fleet.burnin.reads.filters import scoped_racks, site_filter_values
+from fleet.burnin.reads.filters import scoped_rack_named, scoped_racks, site_filter_values
 from fleet.burnin.reads.grid import GridFilters, grid_page
 from fleet.burnin.reads.job import job_detail_page
 from fleet.burnin.reads.metrics import MetricsPageRead, metrics_page
@@ -112,7 +112,12 @@ class GridPage(access.Page, View):
 
     def get(self, request: HttpRequest, slug: str) -> HttpResponse:
         known = site_filter_values(slug, with_troubled_class=True)
-        form = GridFilterForm(request.GET, known=known, racks=partial(scoped_racks, known.site))
+        form = GridFilterForm(
+            request.GET,
+            known=known,
+            racks=partial(scoped_racks, known.site),
+            rack_named=partial(scoped_rack_named, known.site),
+        )
         if not form.is_valid():
             return _bad_query(request, form)
         query = form.cleaned_data
@@ -122,7 +127,9 @@ class GridPage(access.Page, View):
             verdict=query["verdict"] or None,
             satellite=query["satellite"] or None,
         )
-        read = grid_page(known, filters, racks=form.racks, after=query["after"] or None, limit=GRID_PAGE)
+        read = grid_page(
+            known, filters, racks=form.racks, more_racks=form.more_racks, after=query["after"] or None, limit=GRID_PAGE
+        )
         return _page(
             request,
             "dashboard/grid.html",

@@ -61,12 +61,26 @@ class GridPage:
     columns: list[GridColumn]
     rows: list[GridRow]
     next_after: str | None  # the hostname the next page starts after
-    #: The racks (and domains, pods) of the filtered class and satellite: what the pickers offer.
+    #: The racks (and domains, pods) of the filtered class and satellite: what the pickers offer
+    #: (the first `RACK_CHOICES` of them when `more_racks`).
     topologies: Sequence[RackChoice] = field(default_factory=list)
+    more_racks: bool = False
+    #: The racks of this page's devices: what the rerun picker offers when `more_racks`.
+    page_racks: Sequence[RackChoice] = field(default_factory=list)
+
+    @property
+    def rerun_racks(self) -> Sequence[RackChoice]:
+        return self.page_racks if self.more_racks else self.topologies
 
 
 def site_grid(
-    site: Site, filters: GridFilters, *, racks: Sequence[RackChoice] = (), after: str | None, limit: int
+    site: Site,
+    filters: GridFilters,
+    *,
+    racks: Sequence[RackChoice] = (),
+    more_racks: bool = False,
+    after: str | None,
+    limit: int,
 ) -> GridPage:
     """One page of the device × requirement grid, keyset-paginated by hostname (six queries). A
     device that is not enrolled (a staged spare) is no target: its cells show no verdict, not even
@@ -136,7 +150,18 @@ def site_grid(
                 device.id, device.hostname, device.satellite.name, units, cells, device.id in enrolled, device.state
             )
         )
-    return GridPage(columns, grid_rows, devices[-1].hostname if has_more and devices else None, racks)
+    page_racks = sorted(
+        {
+            RackChoice(t, unit, label)
+            for d in devices
+            if d.id in enrolled
+            for unit, (t, label) in memberships[d.id].items()
+        },
+        key=lambda r: (r.unit, r.label),
+    )
+    return GridPage(
+        columns, grid_rows, devices[-1].hostname if has_more and devices else None, racks, more_racks, page_racks
+    )
 
 
 def outlier_marks(site: Site, resource_class: str) -> dict[str, dict[str, tuple[float, float]]]:
@@ -162,11 +187,17 @@ class GridPageRead:
 
 
 def grid_page(
-    known: SiteFilterValues, filters: GridFilters, *, racks: Sequence[RackChoice], after: str | None, limit: int
+    known: SiteFilterValues,
+    filters: GridFilters,
+    *,
+    racks: Sequence[RackChoice],
+    more_racks: bool = False,
+    after: str | None,
+    limit: int,
 ) -> GridPageRead:
     """One page of the grid of the chosen class (its filters parsed against `known`, the site's
     filter values, and its racks against `racks`) and its outlier marks: eight queries."""
-    grid = site_grid(known.site, filters, racks=racks, after=after, limit=limit)
+    grid = site_grid(known.site, filters, racks=racks, more_racks=more_racks, after=after, limit=limit)
     return GridPageRead(
         known.site, known.resource_classes, filters, grid, outlier_marks(known.site, filters.resource_class)
     )
