@@ -3,12 +3,12 @@ snapshots (a new row only when its hash moves), checked against the certificate 
 and read back with what changed (`fleet_rules.fingerprint` decides; this loads and writes).
 
 A report whose fingerprint is the device's current one costs one statement (the current row's
-`last_seen_*` follow); the agent's inventory sweep records a batch the same way. A new fingerprint
-locks the device (as certificate issuance does, so the
-two decide one after the other), replaces the current row and, when the device's current
-certificate binds other hardware, supersedes it (`hardware_changed`) and lifts the device through
-the lifecycle (accepted → burn-in; in service it stays, without a valid certificate): a constant
-number of statements whatever the inventory holds.
+`last_seen_*` follow); the agent's inventory sweep records a batch by the same rule. A new
+fingerprint locks the device (as certificate issuance does, so the two decide one after the
+other), replaces the current row and, when the device's current certificate binds other hardware,
+supersedes it (`hardware_changed`) and lifts the device through the lifecycle (accepted → burn-in;
+in service it stays, without a valid certificate): a constant number of statements whatever the
+inventory or the batch holds.
 """
 
 from __future__ import annotations

@@ -343,16 +343,22 @@ class SlurmExecutor:
             f"--time={max(1, math.ceil(timeout_s / 60))}",
             "--job-name=fleet-hardware",
             "--quiet",
+            *self._placement(),
         ]
-        for option, value in (
-            ("partition", self.settings.partition),
-            ("account", self.settings.account),
-            ("reservation", self.settings.reservation),
-            ("qos", self.settings.qos),
-        ):
-            if value:
-                argv.append(f"--{option}={value}")
         return self._binary(argv)
+
+    def _placement(self) -> list[str]:
+        """Where burn-in runs: the configured partition, account, reservation and QoS."""
+        return [
+            f"--{option}={value}"
+            for option, value in (
+                ("partition", self.settings.partition),
+                ("account", self.settings.account),
+                ("reservation", self.settings.reservation),
+                ("qos", self.settings.qos),
+            )
+            if value
+        ]
 
     def _sbatch_argv(
         self, run: TestRun, nodes: list[str], minutes: int, script: Path, stdout: Path, stderr: Path
@@ -370,14 +376,7 @@ class SlurmExecutor:
         ]
         if self.settings.exclusive:
             argv.append("--exclusive")
-        for option, value in (
-            ("partition", self.settings.partition),
-            ("account", self.settings.account),
-            ("reservation", self.settings.reservation),
-            ("qos", self.settings.qos),
-        ):
-            if value:
-                argv.append(f"--{option}={value}")
+        argv.extend(self._placement())
         argv.extend(shlex.split(self.settings.sbatch_args))
         argv.append(str(script))
         return argv
