@@ -90,13 +90,13 @@ class RackChoices:
 def scoped_racks(site: Site, resource_class: str, satellite: str | None) -> RackChoices:
     """What the grid's rack filter and rack picker may offer: the first `RACK_CHOICES` scoped
     topologies by unit and label (one query)."""
-    rows = [
-        RackChoice(*row)
-        for row in _scoped(site, resource_class, satellite)
+    listed = list(
+        _scoped(site, resource_class, satellite)
         .order_by("unit", "label")
-        .values_list("id", "unit", "label")[: RACK_CHOICES + 1]
-    ]
-    return RackChoices(rows[:RACK_CHOICES], len(rows) > RACK_CHOICES)
+        .values_list("id", "unit", "label", named=True)[: RACK_CHOICES + 1]
+    )
+    choices = [RackChoice(r.id, r.unit, r.label) for r in listed]
+    return RackChoices(choices[:RACK_CHOICES], len(choices) > RACK_CHOICES)
 
 
 def scoped_rack_named(site: Site, resource_class: str, satellite: str | None, label: str) -> bool:
