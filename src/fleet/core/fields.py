@@ -16,6 +16,8 @@ from drf_spectacular.plumbing import ResolvedComponent
 from rest_framework import serializers
 from rest_framework.request import Request
 
+from fleet.core.parsers import storable_json_problem
+
 if TYPE_CHECKING:
     from django.utils.functional import _StrOrPromise as StrOrPromise
 
@@ -117,7 +119,23 @@ class StrictNumberField(_StrictJsonMixin, serializers.FloatField):
         return data if self._typed_body() else value  # keep 8 as 8, not 8.0
 
 
-class JSONObjectField(serializers.JSONField):
+class StorableJSONField(serializers.JSONField):
+    """JSON that PostgreSQL can store. A JSON body is checked by its parser
+    (`fleet.core.parsers.StorableJSONParser`), but a form-encoded body carries the field as JSON
+    text that the field decodes itself: NUL, lone surrogates and numbers out of range are refused
+    here too, naming where."""
+
+    default_error_messages = {"unstorable": "{problem}"}
+
+    def to_internal_value(self, data: Any) -> Any:
+        value = super().to_internal_value(data)
+        problem = storable_json_problem(value, self.field_name or "")
+        if problem:
+            self.fail("unstorable", problem=problem)
+        return value
+
+
+class JSONObjectField(StorableJSONField):
     """A JSON object (not a list or a scalar)."""
 
     default_error_messages = {"not_object": "Expected an object, got {actual}."}
