@@ -30,7 +30,8 @@ MAX_ECC_COUNTERS = 64
 
 @dataclass(frozen=True, slots=True)
 class XidEvent:
-    """One kernel-logged event of the window, as the agent reported it."""
+    """One kernel-logged Xid or SXid event of a burn-in window: as the agent's kernel-log parser
+    read it, and as the service reads it back from the report."""
 
     kind: XidKind
     code: int
@@ -51,6 +52,17 @@ class XidEvent:
     @property
     def label(self) -> str:
         return f"{'Xid' if self.kind is XidKind.XID else 'SXid'} {self.code}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The wire form of an item of the execution report's `health.xid_events` (what the agent
+        sends and `xid_events` reads back)."""
+        return {
+            "kind": self.kind.value,
+            "code": self.code,
+            "pci_bus_id": self.pci_bus_id,
+            "message": self.message,
+            "at": _iso(self.at.astimezone(UTC)) if self.at else None,
+        }
 
     def sentence(self) -> str:
         """`Xid 79 (GPU has fallen off the bus) on 0000:3b:00 at 2026-12-03T14:02:11Z`: the table's

@@ -26,12 +26,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from fleet_agent.parsers import Metrics, ParseError
-from fleet_rules.xid import XidKind, is_fatal
+from fleet_rules.health_evidence import XidEvent
+from fleet_rules.xid import XidKind
 
 __all__ = ["XidEvent", "parse_xid_events", "parse_xid_metrics"]
 
@@ -47,31 +47,6 @@ _ISO = re.compile(
     r"^(?:[a-z]+\s*:\s*[a-z]+\s*:\s*)?"  # dmesg --decode facility and level
     r"(?P<stamp>\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2}))"
 )
-
-
-@dataclass(frozen=True)
-class XidEvent:
-    """One Xid or SXid event: its kind, code, PCI address, the driver's message and when it was logged."""
-
-    kind: XidKind
-    code: int
-    pci_bus_id: str | None
-    message: str
-    at: datetime | None
-
-    @property
-    def fatal(self) -> bool:
-        return is_fatal(self.kind, self.code)
-
-    def as_json(self) -> dict[str, Any]:
-        """The wire form of the execution report's `health.xid_events`."""
-        return {
-            "kind": self.kind.value,
-            "code": self.code,
-            "pci_bus_id": self.pci_bus_id,
-            "message": self.message,
-            "at": self.at.astimezone(UTC).isoformat().replace("+00:00", "Z") if self.at else None,
-        }
 
 
 def parse_xid_events(text: str, *, since: datetime | None = None, until: datetime | None = None) -> list[XidEvent]:
