@@ -26,12 +26,11 @@ import re
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any
 
 from fleet_agent import metrics
 from fleet_agent.client import FleetClient
-from fleet_agent.executors.slurm import SlurmSettings
+from fleet_agent.executors.slurm import SlurmSettings, slurm_tool
 from fleet_rules.node_gate import PRODUCTION_STATES, GateChange, GatedDevice, GatePlan, NodeView, gate_plan
 from fleet_rules.vocabulary import DeviceState, NodeGateAction, NodeGateSkip
 
@@ -210,24 +209,7 @@ class SlurmGate:
     # --- internals --------------------------------------------------------------------------------
 
     def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        full = [str(Path(self.settings.bin_dir) / argv[0]), *argv[1:]] if self.settings.bin_dir else argv
-        try:
-            return subprocess.run(
-                full,
-                env=self._environ,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=self._timeout_s,
-                check=False,
-            )
-        except FileNotFoundError:
-            return subprocess.CompletedProcess(full, 127, "", f"{full[0]}: command not found (slurm_bin_dir?)")
-        except subprocess.TimeoutExpired:
-            return subprocess.CompletedProcess(full, 124, "", f"{full[0]}: no answer within {self._timeout_s:g} s")
-        except OSError as exc:
-            return subprocess.CompletedProcess(full, 126, "", f"{full[0]}: {exc}")
+        return slurm_tool(argv, bin_dir=self.settings.bin_dir, env=self._environ, timeout_s=self._timeout_s)
 
     def _ok(self, argv: list[str]) -> str:
         done = self._run(argv)

@@ -59,7 +59,7 @@ from fleet_agent.executors.tooling import (
     with_tail,
 )
 
-__all__ = ["FAILURE_STATES", "SlurmExecutor", "SlurmSettings", "job_state"]
+__all__ = ["FAILURE_STATES", "SlurmExecutor", "SlurmSettings", "job_state", "slurm_binary", "slurm_tool"]
 
 #: Job states after which a job never runs again (squeue/scontrol spell them in capitals).
 FAILURE_STATES = frozenset(
@@ -412,27 +412,42 @@ class SlurmExecutor:
         self._tool(["scancel", job_id])
 
     def _binary(self, argv: Sequence[str]) -> list[str]:
-        if not self.settings.bin_dir:
-            return list(argv)
-        return [str(Path(self.settings.bin_dir) / argv[0]), *argv[1:]]
+        return slurm_binary(argv, self.settings.bin_dir)
 
     def _tool(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
-        full = self._binary(argv)
-        try:
-            return subprocess.run(
-                full,
-                env=self._environ,
-                stdin=subprocess.DEVNULL,
-                capture_output=True,
-                text=True,
-                errors="replace",
-                timeout=_TOOL_TIMEOUT_S,
-                check=False,
-            )
-        except FileNotFoundError:
-            return subprocess.CompletedProcess(full, 127, "", f"{full[0]}: command not found (slurm_bin_dir?)")
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            return subprocess.CompletedProcess(full, 1, "", f"{full[0]}: {exc}")
+        return slurm_tool(argv, bin_dir=self.settings.bin_dir, env=self._environ, timeout_s=_TOOL_TIMEOUT_S)
+
+
+def slurm_binary(argv: Sequence[str], bin_dir: str) -> list[str]:
+    """`argv` with its program taken from `slurm_bin_dir` when one is set (else from PATH)."""
+    if not bin_dir:
+        return list(argv)
+    return [str(Path(bin_dir) / argv[0]), *argv[1:]]
+
+
+def slurm_tool(
+    argv: list[str], *, bin_dir: str, env: Mapping[str, str], timeout_s: float
+) -> subprocess.CompletedProcess[str]:
+    """Run one of Slurm's commands (`sbatch`, `scontrol`, …) to its end; never raises: a tool that cannot be
+    started or does not answer within `timeout_s` is a non-zero exit whose stderr says why."""
+    full = slurm_binary(argv, bin_dir)
+    try:
+        return subprocess.run(
+            full,
+            env=dict(env),
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=timeout_s,
+            check=False,
+        )
+    except FileNotFoundError:
+        return subprocess.CompletedProcess(full, 127, "", f"{full[0]}: command not found (slurm_bin_dir?)")
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(full, 124, "", f"{full[0]}: no answer within {timeout_s:g} s")
+    except OSError as exc:
+        return subprocess.CompletedProcess(full, 126, "", f"{full[0]}: {exc}")
 
 
 def job_state(scontrol_line: str) -> JobState | None:
