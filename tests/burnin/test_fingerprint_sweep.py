@@ -13,9 +13,8 @@ from django.utils import timezone
 from fleet.burnin.fingerprints import fingerprint_history, satellite_fingerprints_report
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
 from fleet.inventory.models import Device
-from fleet.lifecycle.models import DeviceStateChange
-from fleet_rules.vocabulary import DeviceState, SupersedeReason, TransitionCause
-from tests.burnin.test_fingerprints import RC, _certified, swapped
+from fleet_rules.vocabulary import DeviceState, SupersedeReason
+from tests.burnin.test_fingerprints import RC, _certified, assert_lifted_for_hardware, swapped
 from tests.payloads import inventory
 
 URL = "/api/v1/satellites/fingerprints/"
@@ -72,17 +71,7 @@ def test_a_swapped_gpu_read_by_the_sweep_supersedes_the_certificate_and_sends_th
     assert response.status_code == 200, response.content
     result = response.json()["results"][0]
     assert (result["created"], result["superseded"]) == (True, str(certificate.serial))
-    certificate.refresh_from_db()
-    assert certificate.supersede_reason == SupersedeReason.HARDWARE_CHANGED
-    device.refresh_from_db()
-    assert device.state == DeviceState.BURN_IN
-    change = DeviceStateChange.objects.filter(device=device).first()
-    assert (change.from_state, change.to_state, change.cause) == (
-        DeviceState.ACCEPTED,
-        DeviceState.BURN_IN,
-        TransitionCause.CERTIFICATE_SUPERSEDED,
-    )
-    assert "GPU 3 (00000000:48:00.0) serial 1652020000003 → 1653020000003" in change.reason
+    assert_lifted_for_hardware(certificate, device)
     history = fingerprint_history(device.id)
     assert [f.current for f in history.fingerprints] == [True, False]
     assert history.fingerprints[0].last_execution_id is None  # read outside any job

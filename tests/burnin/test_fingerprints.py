@@ -282,13 +282,9 @@ def _verify(document, certificate):
     return verify_one(json.dumps(envelope).encode(), {certificate.key_id: bytes(certificate.key.public_key)})
 
 
-def test_a_swapped_gpu_supersedes_the_certificate_and_sends_an_accepted_device_back_to_burn_in(fleet, setting):
-    *_, device, _, diag = setting
-    certificate = _certified(fleet, diag, device)
-    assert device.state == DeviceState.ACCEPTED
-    # When the next report reads GPU 3 with another serial
-    fleet.execution(diag, device=device, status="running", inventory=swapped(inventory()))
-    # Then the certificate is superseded for the hardware, and the device is back in burn-in saying why
+def assert_lifted_for_hardware(certificate, device) -> DeviceStateChange:
+    """The certificate superseded (`hardware_changed`) by GPU 3's swap (`swapped`), and the accepted
+    device back in burn-in with a history entry saying what changed; that entry."""
     certificate.refresh_from_db()
     assert certificate.supersede_reason == SupersedeReason.HARDWARE_CHANGED
     device.refresh_from_db()
@@ -300,6 +296,17 @@ def test_a_swapped_gpu_supersedes_the_certificate_and_sends_an_accepted_device_b
         TransitionCause.CERTIFICATE_SUPERSEDED,
     )
     assert "GPU 3 (00000000:48:00.0) serial 1652020000003 → 1653020000003" in change.reason
+    return change
+
+
+def test_a_swapped_gpu_supersedes_the_certificate_and_sends_an_accepted_device_back_to_burn_in(fleet, setting):
+    *_, device, _, diag = setting
+    certificate = _certified(fleet, diag, device)
+    assert device.state == DeviceState.ACCEPTED
+    # When the next report reads GPU 3 with another serial
+    fleet.execution(diag, device=device, status="running", inventory=swapped(inventory()))
+    # Then the certificate is superseded for the hardware, and the device is back in burn-in saying why
+    change = assert_lifted_for_hardware(certificate, device)
     assert change.refs["supersede_reason"] == SupersedeReason.HARDWARE_CHANGED
 
 
