@@ -5,11 +5,13 @@ entry is lost."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
-from django.db import connections
+from django.db import connection, connections, transaction
 
 from fleet.burnin.repairs import repair_record
+from fleet.core.locks import lock_in_pk_order
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange, Repair
 from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause, WorkflowName
@@ -71,3 +73,64 @@ def test_sweeps_racing_repairs_leave_one_state_and_an_unbroken_history(fleet):
         assert [h.cause for h in history].count(TransitionCause.REPAIR) == 1
         # the failure reported before the repair does not count after it
         assert device.state == DeviceState.BURN_IN
+
+
+def _wait_until_a_backend_waits_on_a_lock(timeout: float = 10) -> None:
+    deadline = time.monotonic() + timeout
+    with connection.cursor() as cursor:
+        while time.monotonic() < deadline:
+            cursor.execute("SELECT pg_stat_clear_snapshot()")  # this runs inside a transaction
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            )
+            if cursor.fetchone()[0]:
+                return
+            time.sleep(0.02)
+    raise AssertionError("the repair never waited on a lock")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_repair_takes_its_rack_s_locks_in_key_order_so_a_dispatch_holding_a_rack_mate_waits_not_deadlocks(fleet):
+    """The demo's deadlock (CI, 2026-12-03): the repair locked its device, then the rack mates its
+    re-burn-in involves; a dispatch holding a rack mate of lower key, then wanting the repaired
+    device, closed the circle. Every writer of devices locks in primary-key order, the repair too."""
+    satellite = fleet.satellite(fleet.site("lon-1"), "sat-a", workflows=list(WorkflowName.values))
+    rack = fleet.topology(satellite, "rack", "rack-a01")
+    fleet.requirement(fleet.policy(RC), "gpu-diag")
+    fleet.profile(RC, "dcgm-diag", {"level": 3})
+    lower, higher = sorted(
+        (fleet.device(satellite, RC, hostname=f"a01-n{i}", topologies=[rack]) for i in range(2)), key=lambda d: d.id
+    )
+    Device.objects.filter(id=higher.id).update(state=DeviceState.NEEDS_REPAIR)
+    holding, errors = threading.Event(), []
+
+    def other_writer():  # as a dispatch of the rack does: the lower key first, then the higher
+        try:
+            with transaction.atomic():
+                lock_in_pk_order(Device, [lower.id])
+                holding.set()
+                _wait_until_a_backend_waits_on_a_lock()
+                lock_in_pk_order(Device, [higher.id])
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def repair():
+        try:
+            holding.wait(10)
+            repair_record(device_id=higher.id, summary="reseated", parts=[], rerun=RepairRerun.ALL, actor="user:ops")
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=other_writer), threading.Thread(target=repair)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(t.is_alive() for t in threads)
+    assert not errors, errors
+    assert Device.objects.get(id=higher.id).state == DeviceState.BURN_IN
+    assert Repair.objects.filter(device_id=higher.id).count() == 1

@@ -14,6 +14,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from fleet.burnin.repair_due import failed_targets_judge
+from fleet.burnin.reruns.load import lock_involved_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.inventory.models import Device, Site
@@ -38,7 +39,11 @@ def repair_record(
 ) -> Recorded:
     """Record a repair of a device in `needs_repair` or `maintenance` (409 otherwise), move it to
     `burn_in` and dispatch its re-burn-in, in one transaction."""
-    device = Device.objects.select_for_update().select_related("site").get(id=device_id)
+    # The device and the rack mates its re-burn-in involves, locked first and in primary-key order
+    # as every writer of devices locks them: locking the device alone first, then its rack mates
+    # (in the dispatch), deadlocked against a dispatch of the rack.
+    lock_involved_devices([device_id])
+    device = Device.objects.select_related("site").get(id=device_id)
     refused = rules.refusal(device.state, DeviceState.BURN_IN, Mover.SYSTEM, TransitionCause.REPAIR)
     if refused is not None:
         raise Conflict(

@@ -71,7 +71,9 @@ def device_transition(
     """Move one device (locked first) to `to` if the table lets `mover` do it. A move into an
     accepted state by a person or the fleet file needs `certified`, or `force` with a reason."""
     cause = cause or _person_cause(mover)
-    device = Device.objects.select_for_update().get(id=device_id)
+    # FOR NO KEY UPDATE, as every other locker of devices (`fleet.core.locks`): a caller may hold
+    # that lock already, and upgrading it would wait on reports merely referencing the device.
+    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
     refused = rules.refusal(device.state, to, mover, cause)
     if refused is not None:
         raise Conflict(f"{device.hostname}: {refused}")

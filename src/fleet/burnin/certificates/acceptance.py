@@ -68,7 +68,7 @@ class Moved:
 def device_move(*, device_id: UUID, to: DeviceState, actor: str, reason: str = "", force: bool = False) -> Moved:
     """An operator's lifecycle change, checked by the lifecycle table; a move into an accepted state
     needs the device's valid certificate, or force with a reason (the override is recorded)."""
-    device = Device.objects.select_for_update().get(id=device_id)
+    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
     gated = needs_certificate(device.state, to, Mover.OPERATOR)
     certified = not (gated and uncertified([device.id]))
     changed = device_transition(
@@ -86,7 +86,7 @@ def device_move(*, device_id: UUID, to: DeviceState, actor: str, reason: str = "
 def device_accept(*, device_id: UUID, actor: str, force: bool = False, reason: str = "") -> Accepted:
     """Move one device to `accepted` (409 without a valid certificate unless forced, or when the
     lifecycle table refuses the move; a forced acceptance needs a reason and is recorded)."""
-    device = Device.objects.select_for_update().get(id=device_id)
+    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
     if device.state == DeviceState.ACCEPTED:
         return Accepted(device, False, None)
     if not force and uncertified([device.id]):
