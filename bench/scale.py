@@ -227,16 +227,19 @@ def _sweep(
 
 #: The projection a complete first sweep would leave, for the targets a partial one did not reach:
 #: the rules of `fleet_rules.verdicts.derive_verdict` over the build's one execution per target
-#: (no row where the verdict is deferred). The steady sweep that follows checks it: any row it has
-#: to write is reported as a problem.
+#: (no row where the verdict is deferred), with the outcome of that one attempt. The steady sweep
+#: that follows checks it: any row it has to write is reported as a problem.
 _FILL = """
 INSERT INTO burnin_policyprogress (site_id, satellite_id, resource_class, requirement_id, gate, device_id,
-                                   topology_id, target_id, verdict, execution_id, evaluation_source_key,
-                                   policy_version, watermark, reconciled_at, created_at)
+                                   topology_id, target_id, verdict, execution_id, finished_at,
+                                   evaluation_source_key, policy_version, outcomes, watermark, reconciled_at,
+                                   created_at)
 SELECT %(site)s, %(satellite)s, %(rc)s, q.id, q.gate, t.device_id, t.topology_id, t.target_id,
        CASE WHEN e.id IS NULL THEN 'not_run' WHEN e.status = 'running' THEN 'in_progress'
             WHEN e.status = 'errored' THEN 'errored' WHEN r.passed THEN 'passed' ELSE 'failed' END,
-       e.id, CASE WHEN e.status <> 'running' THEN r.evaluation_source_key END, %(version)s,
+       e.id, e.finished_at, CASE WHEN e.status <> 'running' THEN r.evaluation_source_key END, %(version)s,
+       CASE WHEN e.id IS NULL OR e.status = 'running' THEN 0 WHEN e.status = 'errored' THEN 4
+            WHEN r.passed THEN 1 ELSE 2 END,
        CASE WHEN e.status = 'running' THEN e.updated_at WHEN e.id IS NOT NULL THEN r.materialised_at END, now(), now()
 FROM policies_requirement q
 JOIN LATERAL (

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
+from enum import IntFlag
 
 from fleet_rules.verdicts import Derived
 from fleet_rules.vocabulary import ExecutionStatus, Verdict
@@ -81,6 +82,37 @@ def judged(status: str, passed: bool | None) -> Verdict | None:
     if status == ExecutionStatus.ERRORED:
         return Verdict.ERRORED
     return Verdict.PASSED if passed else Verdict.FAILED
+
+
+class Outcomes(IntFlag):
+    """The outcomes a target's counted attempts have had, one bit each: what the projection keeps
+    per target (`PolicyProgress.outcomes`, written with the row) so a site's flaky rate and its
+    passes after failures are read from the projection, not from every attempt of the site."""
+
+    PASSED = 1
+    FAILED = 2
+    ERRORED = 4
+
+
+def is_flaky(outcomes: int) -> bool:
+    """More than one outcome among the attempts: the verdict changed between them (`summarise`)."""
+    return outcomes & (outcomes - 1) != 0
+
+
+def flaky_sql(outcomes: str) -> str:
+    """`is_flaky` of the SQL integer expression `outcomes` (more than one bit set)."""
+    return f"(({outcomes}) & (({outcomes}) - 1)) <> 0"
+
+
+def not_passed(outcomes: int) -> bool:
+    """A failure or an error among the attempts."""
+    return bool(outcomes & (Outcomes.FAILED | Outcomes.ERRORED))
+
+
+def not_passed_sql(outcomes: str) -> str:
+    """`not_passed` of the SQL integer expression `outcomes`: every bit but `PASSED`, the lowest,
+    is a failure or an error, so it is a comparison an index predicate can state."""
+    return f"({outcomes}) >= {int(Outcomes.FAILED)}"
 
 
 def summarise(attempts: Sequence[Attempt]) -> AttemptSummary:

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 from fleet.burnin.tables import sql
 from fleet.lifecycle.models import Repair
+from fleet.policies.models import AcceptancePolicy
+from fleet_rules.attempts import Outcomes
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 _SINGLE_NODE = f"'{RequirementScope.SINGLE_NODE.value}'"
 _MULTI_NODE = f"'{RequirementScope.MULTI_NODE.value}'"
 _PASSED = f"'{Verdict.PASSED.value}'"
 _COMPLETED = f"'{ExecutionStatus.COMPLETED.value}'"
+_RUNNING = f"'{ExecutionStatus.RUNNING.value}'"
 
 
 def requirement_target_sql(requirement: str, device: str) -> str:
@@ -91,4 +94,32 @@ def counted_failure_sql(execution: str, evaluation: str, policy: str) -> str:
         ev=evaluation,
         completed=_COMPLETED,
         counted=counted_attempt_sql(execution, policy),
+    )
+
+
+def attempt_outcomes_sql(requirement: str, device: str, topology: str, policy: str) -> str:
+    """A scalar subquery: `fleet_rules.attempts.Outcomes` of the target (requirement id
+    `requirement`, device id `device` or topology id `topology`, one of them null) — the bit of
+    each counted attempt (`counted_attempt_sql` against the policy row expression `policy`) that is
+    finished and judged by an evaluation of its current `updated_at`: errored, passed or failed.
+    Read through the "latest execution of a target" indexes, so it costs the target's history."""
+    branch = """SELECT x.id, x.status, x.created_at, x.updated_at, x.device_id FROM {execution} x
+        WHERE {value} IS NOT NULL AND x.requirement_id = {req} AND x.{column} = {value}
+          AND NOT x.diagnostic AND x.status <> {running}"""
+    return sql(
+        """coalesce((
+    SELECT bit_or(CASE WHEN x.status = {errored} THEN {e} WHEN ev.passed THEN {p} ELSE {f} END)
+    FROM ({device_branch} UNION ALL {topology_branch}) x
+    JOIN {evaluation} ev ON ev.execution_id = x.id AND ev.execution_updated_at = x.updated_at
+    JOIN {policy_table} pol ON pol.id = {policy}
+    WHERE {counted}), 0)""",
+        device_branch=sql(branch, value=device, column="device_id", req=requirement, running=_RUNNING),
+        topology_branch=sql(branch, value=topology, column="topology_id", req=requirement, running=_RUNNING),
+        errored=f"'{ExecutionStatus.ERRORED.value}'",
+        e=str(int(Outcomes.ERRORED)),
+        p=str(int(Outcomes.PASSED)),
+        f=str(int(Outcomes.FAILED)),
+        policy_table=AcceptancePolicy._meta.db_table,
+        policy=policy,
+        counted=counted_attempt_sql("x", "pol"),
     )

@@ -6,6 +6,7 @@ from django.db import models
 from django.db.models import F, Q
 
 from fleet.core.models import choices_check, new_uuid
+from fleet_rules.attempts import Outcomes
 from fleet_rules.vocabulary import ExecutionStatus, IsolationStatus, SupersedeReason, Verdict
 
 SOURCE_KEY_PATTERN = r"^[0-9a-f]{64}$"
@@ -173,6 +174,17 @@ class PolicyProgress(models.Model):
     execution = models.ForeignKey(TestExecution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
     evaluation_source_key = models.CharField(max_length=64, null=True, blank=True)
     policy_version = models.PositiveIntegerField()
+    finished_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        help_text="When its execution finished, written with the row: the failures list's order, from an index.",
+    )
+    outcomes = models.PositiveSmallIntegerField(
+        default=0,
+        db_default=0,
+        help_text="The outcomes its counted attempts have had (fleet_rules.attempts.Outcomes: passed 1, failed 2, "
+        "errored 4), as of the reconcile that wrote the row: flaky when more than one.",
+    )
     watermark = models.DateTimeField(
         null=True,
         blank=True,
@@ -201,6 +213,7 @@ class PolicyProgress(models.Model):
                 | Q(device__isnull=True, topology__isnull=False, target_id=F("topology")),
                 name="burnin_progress_target_is_device_xor_topology",
             ),
+            models.CheckConstraint(condition=Q(outcomes__lte=sum(Outcomes)), name="burnin_progress_outcomes_valid"),
         ]
         indexes = [
             # A scope's rows in target order: a page's key range (its orphans) and the distinct
@@ -215,13 +228,29 @@ class PolicyProgress(models.Model):
                 name="burnin_progress_missing_idx",
             ),
             # (site, verdict) for the pages' counts; the included columns for the outlier groups'
-            # evidence mark (`fleet.burnin.diagnosis.outliers`), read from the index alone.
+            # evidence mark (`fleet.burnin.diagnosis.outliers`) and the site page's counts by
+            # requirement (`fleet.burnin.reads.site.TARGET_COUNTS`), each read from the index alone.
             models.Index(
                 fields=["site", "verdict"],
-                include=["execution", "policy_version"],
+                include=["execution", "policy_version", "requirement", "outcomes"],
                 name="burnin_prog_site_verd_inc_idx",
             ),
             models.Index(fields=["device"], name="burnin_progress_device_idx"),
+            # The failing rows newest finished first (the failures list's default order, and its
+            # reverse): its first page is the index's first entries, not a sort of every failure.
+            models.Index(
+                fields=["site", "-finished_at", "-id"],
+                condition=Q(verdict__in=[Verdict.FAILED, Verdict.ERRORED]),
+                name="burnin_prog_failing_idx",
+            ),
+            # The passes that came after a failure or an error (the failures page): a minority.
+            models.Index(
+                fields=["site"],
+                condition=Q(
+                    verdict=Verdict.PASSED, outcomes__gte=Outcomes.FAILED
+                ),  # `fleet_rules.attempts.not_passed_sql`
+                name="burnin_prog_passed_after_idx",
+            ),
         ]
 
     def __str__(self) -> str:

@@ -13,6 +13,7 @@ from uuid import UUID
 from django.db import transaction
 from django.utils import timezone
 
+from fleet.burnin.models import PolicyProgress
 from fleet.burnin.repair_due import failed_targets_judge
 from fleet.burnin.reruns.load import lock_involved_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
@@ -67,6 +68,8 @@ def repair_record(
         reason=summary,
         refs={"repair": str(repair.id)},
     )
+    # No attempt counts any more: the projection's outcomes of its targets start again (flaky rates).
+    PolicyProgress.objects.filter(device=device).update(outcomes=0)
     outcome = rerun_dispatch(site=device.site, device_ids=[device.id], mode=RERUN_MODES[rerun], requested_by=actor)
     repair.job_ids = [str(j.job_id) for j in outcome.created_jobs]
     repair.save(update_fields=["job_ids"])

@@ -148,6 +148,15 @@ class Device(TimeStamped):
             # Reconcile enumerates a scope's devices in id order.
             models.Index(fields=["satellite", "resource_class", "id"], name="inventory_device_scope_idx"),
             models.Index(fields=["site", "resource_class", "state"], name="inventory_device_site_rc_idx"),
+            # A class's enrolled devices longest enrolled first: the site page's devices waiting
+            # longest for a certificate are the first uncertified entries, not a sort of the site;
+            # with the id and state, its counts of enrolled and accepted devices read the index alone.
+            models.Index(
+                fields=["site", "resource_class", "enrolled_at", "hostname"],
+                include=["id", "state"],
+                condition=Q(enrolled_at__isnull=False),
+                name="inventory_device_enrolled_idx",
+            ),
         ]
 
     def __str__(self) -> str:

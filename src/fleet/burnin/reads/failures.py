@@ -38,8 +38,9 @@ class FailureFilters:
 
 #: How the failures list may be sorted: the key, and the columns it orders by.
 FAILURE_ORDERS: dict[str, tuple[str, ...]] = {
-    "newest": ("-execution__finished_at", "-id"),
-    "oldest": ("execution__finished_at", "id"),
+    # The row's copy of its execution's `finished_at`, read through `burnin_prog_failing_idx`.
+    "newest": ("-finished_at", "-id"),
+    "oldest": ("finished_at", "id"),
     "target": ("device__hostname", "topology__label", "requirement__name", "id"),
     "requirement": ("requirement__name", "device__hostname", "topology__label", "id"),
 }

@@ -51,11 +51,15 @@ def site_filter_values(slug: str, *, with_troubled_class: bool = False) -> SiteF
 def troubled_class(site: Site, classes: tuple[str, ...]) -> str:
     """The class with the most failed or errored targets at the site (the first by name among
     equals), else the first class (one query)."""
+    # Counted by requirement (the site-verdict index holds it: an index-only range of the failing
+    # rows), whose policy names the row's class; the row's own class is in the heap (0.12 s at 100,000).
     counts = (
-        PolicyProgress.objects.filter(site=site, verdict__in=NOT_PASSING, resource_class__in=classes)
-        .values_list("resource_class")
-        .annotate(n=Count("id"))
-        .order_by("-n", "resource_class")
+        PolicyProgress.objects.filter(
+            site=site, verdict__in=NOT_PASSING, requirement__policy__resource_class__in=classes
+        )
+        .values_list("requirement__policy__resource_class")
+        .annotate(n=Count("*"))
+        .order_by("-n", "requirement__policy__resource_class")
     )
     worst = counts.first()
     return worst[0] if worst else (classes[0] if classes else "")

@@ -5,19 +5,23 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
-from uuid import UUID
+from typing import NamedTuple
+from uuid import UUID, uuid4
 
-from django.db.models import Count
+from django.db import connection
+from django.db.models import Q
 
 from fleet.burnin.certificates.reads import ClassCertification, site_certification
-from fleet.burnin.diagnosis.attempts import FlakyRate, flaky_rates
-from fleet.burnin.models import PolicyProgress
+from fleet.burnin.diagnosis.attempts import FlakyRate
 from fleet.burnin.reads.acceptance import Acceptance, acceptance
 from fleet.burnin.reads.cohorts import cohort_blockers
+from fleet.burnin.tables import sql
+from fleet.core.statements import Statement
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.lifecycle.models import Breaker
-from fleet.policies.models import AcceptancePolicy, Requirement
+from fleet.policies.models import Requirement
+from fleet_rules.attempts import flaky_sql
 from fleet_rules.vocabulary import RequirementScope, TopologyUnit, Verdict
 
 UNIT_PLURALS: dict[str, str] = {
@@ -62,29 +66,68 @@ class ClassProgress:
     gates: dict[str, list[RequirementProgress]]  # gate → bars, in requirement-name order
 
 
-def site_progress(site: Site) -> list[ClassProgress]:
-    """Per resource class at the site: acceptance, and a bar per requirement grouped by gate
-    (four queries)."""
+class TargetCount(NamedTuple):
+    requirement_id: UUID
+    verdict: str
+    policy_version: int
+    n: int
+    flaky: int  # of them, the targets whose verdict changed between attempts (`PolicyProgress.outcomes`)
+    judged: int  # of them, the targets with a judged attempt
+
+
+#: The site's projection rows counted by requirement, verdict and policy version, with how many are
+#: flaky and judged: one pass over the site's entries of the site-verdict index, which holds every
+#: column read (an index-only scan; three scans of the rows took 0.33 s at 100,000 devices).
+TARGET_COUNTS = Statement(
+    "burnin.reads.site_target_counts",
+    sql(
+        """
+SELECT p.requirement_id, p.verdict, p.policy_version, count(*) AS n,
+       count(*) FILTER (WHERE {flaky}) AS flaky, count(*) FILTER (WHERE p.outcomes <> 0) AS judged
+FROM {progress} p WHERE p.site_id = %(site)s
+GROUP BY 1, 2, 3
+""",
+        flaky=flaky_sql("p.outcomes"),
+    ),
+    TargetCount,
+    example=lambda: {"site": uuid4()},
+)
+
+
+@dataclass(frozen=True)
+class SiteProgress:
+    classes: list[ClassProgress]
+    flaky: dict[str, dict[str, FlakyRate]]  # resource class → requirement → its flaky rate
+
+
+def site_progress(site: Site) -> SiteProgress:
+    """Per resource class at the site: acceptance, a bar per requirement grouped by gate, and each
+    requirement's flaky rate under its policy's current version (three queries)."""
     by_class = acceptance([site.id])
-    classes = sorted({rc for _, rc in by_class} | _projected_classes(site))
-    policies = {p.resource_class: p for p in AcceptancePolicy.objects.filter(resource_class__in=classes)}
-    requirements = list(
-        Requirement.objects.filter(policy__resource_class__in=classes, retired_at__isnull=True)
-        .select_related("policy")
-        .order_by("gate", "name")
-    )
+    with connection.cursor() as cursor:
+        counted = TARGET_COUNTS.rows(cursor, {"site": site.id})
+    # The requirements of the rows (retired ones too: their class is shown) and of the enrolled classes.
+    known = Requirement.objects.filter(
+        Q(id__in={row.requirement_id for row in counted}) | Q(policy__resource_class__in={rc for _, rc in by_class})
+    ).select_related("policy")
+    by_id = {r.id: r for r in known}
+    classes = sorted({rc for _, rc in by_class} | {r.policy.resource_class for r in by_id.values()})
     counts: dict[UUID, dict[str, int]] = defaultdict(lambda: dict.fromkeys(Verdict.values, 0))
-    for requirement_id, verdict, n in (
-        PolicyProgress.objects.filter(site=site)
-        .values_list("requirement_id", "verdict")
-        .annotate(n=Count("id"))
-        .order_by()
-    ):
-        counts[requirement_id][verdict] = n
+    flaky: dict[str, dict[str, FlakyRate]] = defaultdict(dict)
+    for row in counted:
+        counts[row.requirement_id][row.verdict] += row.n
+        requirement = by_id[row.requirement_id]
+        if requirement.retired_at is None and row.policy_version == requirement.policy.version and row.judged:
+            before = flaky[requirement.policy.resource_class].get(requirement.name, FlakyRate(0, 0))
+            flaky[requirement.policy.resource_class][requirement.name] = FlakyRate(
+                before.flaky + row.flaky, before.judged + row.judged
+            )
+    current = sorted((r for r in by_id.values() if r.retired_at is None), key=lambda r: (r.gate, r.name))
+    policies = {r.policy.resource_class: r.policy for r in by_id.values()}
     result = []
     for rc in classes:
         gates: dict[str, list[RequirementProgress]] = defaultdict(list)
-        for r in requirements:
+        for r in current:
             if r.policy.resource_class == rc:
                 gates[r.gate].append(RequirementProgress(r.name, r.gate, r.scope, r.unit, dict(counts[r.id])))
         policy = policies.get(rc)
@@ -93,13 +136,7 @@ def site_progress(site: Site) -> list[ClassProgress]:
                 rc, policy.version if policy else None, by_class.get((site.id, rc), Acceptance()), dict(gates)
             )
         )
-    return result
-
-
-def _projected_classes(site: Site) -> set[str]:
-    # `order_by()` clears the model's ordering, which Django would otherwise add to the DISTINCT
-    # (every row's site, satellite, requirement and target: a sort of the whole projection).
-    return set(PolicyProgress.objects.filter(site=site).order_by().values_list("resource_class", flat=True).distinct())
+    return SiteProgress(result, dict(flaky))
 
 
 @dataclass(frozen=True)
@@ -115,7 +152,7 @@ class SitePageRead:
 
 
 def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
-    """The site, its progress (four queries), flaky rates (one), certification (four, when asked:
+    """The site, its progress and flaky rates (three queries), certification (four, when asked:
     the slowest devices, what they wait on and who blocks the racks among it) and its open circuit
     breakers (one)."""
     site = site_by_slug(slug)
@@ -132,4 +169,5 @@ def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
         for (topology_id, rc), why in cohort_blockers(racks).items():
             blocked.setdefault(rc, {})[topology_id] = why.text
     breakers = list(Breaker.objects.filter(site=site, closed_at__isnull=True).order_by("resource_class"))
-    return SitePageRead(site, site_progress(site), flaky_rates(site), certification, blocked, breakers)
+    progress = site_progress(site)
+    return SitePageRead(site, progress.classes, progress.flaky, certification, blocked, breakers)

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from fleet.burnin.fragments import counted_failure_sql
+from fleet.burnin.fragments import attempt_outcomes_sql, counted_failure_sql
 from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
 from fleet.core.rows import recordset, text_or_none
@@ -58,9 +58,10 @@ WITH marked AS (
 )
 INSERT INTO {progress} AS p
     (site_id, satellite_id, resource_class, requirement_id, gate, device_id, topology_id, target_id, verdict,
-     execution_id, evaluation_source_key, policy_version, watermark, reconciled_at, created_at)
-SELECT %(site)s, %(satellite)s, %(rc)s, r, g, d, t, COALESCE(d, t), v, x, k, %(version)s, w, %(reconciled_at)s,
-       %(created_at)s
+     execution_id, finished_at, evaluation_source_key, policy_version, outcomes, watermark, reconciled_at, created_at)
+SELECT %(site)s, %(satellite)s, %(rc)s, r, g, d, t, COALESCE(d, t), v, x,
+       (SELECT e.finished_at FROM {execution} e WHERE e.id = x), k, %(version)s, {outcomes}, w,
+       %(reconciled_at)s, %(created_at)s
 FROM jsonb_to_recordset(%(rows)s::jsonb)
     AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, k varchar, w timestamptz)
 ON CONFLICT (requirement_id, target_id) DO UPDATE SET
@@ -70,8 +71,10 @@ ON CONFLICT (requirement_id, target_id) DO UPDATE SET
     gate = EXCLUDED.gate,
     verdict = EXCLUDED.verdict,
     execution_id = EXCLUDED.execution_id,
+    finished_at = EXCLUDED.finished_at,
     evaluation_source_key = EXCLUDED.evaluation_source_key,
     policy_version = EXCLUDED.policy_version,
+    outcomes = EXCLUDED.outcomes,
     watermark = EXCLUDED.watermark,
     reconciled_at = EXCLUDED.reconciled_at,
     missing_in_sweep = NULL
@@ -90,6 +93,7 @@ RETURNING p.requirement_id, p.target_id,
         policy=AcceptancePolicy._meta.db_table,
         repair=Repair._meta.db_table,
         failure=counted_failure_sql("x", "ev", "pol"),
+        outcomes=attempt_outcomes_sql("u.r", "u.d", "u.t", "%(policy)s"),
     ),
     Stored,
     example=lambda: (
