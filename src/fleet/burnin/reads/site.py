@@ -100,10 +100,14 @@ class SiteProgress:
     flaky: dict[str, dict[str, FlakyRate]]  # resource class → requirement → its flaky rate
 
 
-def site_progress(site: Site) -> SiteProgress:
+def site_progress(site: Site, certification: list[ClassCertification] | None = None) -> SiteProgress:
     """Per resource class at the site: acceptance, a bar per requirement grouped by gate, and each
-    requirement's flaky rate under its policy's current version (three queries)."""
-    by_class = acceptance([site.id])
+    requirement's flaky rate under its policy's current version (three queries; two given the
+    site's certification, whose counts of enrolled and certified devices are the acceptance)."""
+    if certification is None:
+        by_class = acceptance([site.id])
+    else:
+        by_class = {(site.id, c.resource_class): Acceptance(c.enrolled, c.certified) for c in certification}
     with connection.cursor() as cursor:
         counted = TARGET_COUNTS.rows(cursor, {"site": site.id})
     # The requirements of the rows (retired ones too: their class is shown) and of the enrolled classes.
@@ -152,9 +156,9 @@ class SitePageRead:
 
 
 def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
-    """The site, its progress and flaky rates (three queries), certification (four, when asked:
-    the slowest devices, what they wait on and who blocks the racks among it) and its open circuit
-    breakers (one)."""
+    """The site, its progress and flaky rates (three queries; two with the certification, whose
+    counts are the acceptance), certification (four, when asked: the slowest devices, what they
+    wait on and who blocks the racks among it) and its open circuit breakers (one)."""
     site = site_by_slug(slug)
     certification = site_certification(site) if with_certification else None
     blocked: dict[str, dict[UUID, str]] = {}
@@ -169,5 +173,5 @@ def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
         for (topology_id, rc), why in cohort_blockers(racks).items():
             blocked.setdefault(rc, {})[topology_id] = why.text
     breakers = list(Breaker.objects.filter(site=site, closed_at__isnull=True).order_by("resource_class"))
-    progress = site_progress(site)
+    progress = site_progress(site, certification)
     return SitePageRead(site, progress.classes, progress.flaky, certification, blocked, breakers)
