@@ -8,8 +8,9 @@ devices at scale 1), with the projection the reconcile sweeps left.
 satellite's scope bulk-loaded by `bench.scale.scope_build` (racks of eight, the benchmark policy,
 executions and evaluations), its projection filled by the verdict rules in one statement
 (`projection_fill`, what a complete reconcile sweep leaves) and its acceptable devices certified by
-the service's own `certificates_refresh`; then `/`, the site page, the grid's and the failures
-list's first pages and a failing device's page. Median of the runs; the query count of each page
+the service's own `certificates_refresh`, and 2 % of its devices sent to repair; then `/`, the
+site page, the grid's and the failures list's first pages, a failing device's page and the repair
+queue. Median of the runs; the query count of each page
 must be the same at both sizes (the dashboard's own tests hold that too)."""
 
 from __future__ import annotations
@@ -36,7 +37,10 @@ PAGES = ("site", "grid", "failures")
 
 #: The sizes of `dashboard_scale_measure`, in devices; the pages it times.
 SCALE_SIZES = (1_000, 100_000)
-SCALE_PAGES = ("overview", "site", "grid", "failures", "device")
+SCALE_PAGES = ("overview", "site", "grid", "failures", "device", "repairs")
+#: The share of a site's devices the bulk load sends to repair (those with a failed row, by
+#: hostname), each with the history entry the lifecycle writes: the repair queue's page.
+REPAIR_SHARE = 0.02
 
 
 @dataclass
@@ -127,6 +131,7 @@ def dashboard_site_build(fleet: Fleet, devices: int) -> tuple[Site, float, float
     certified = time.perf_counter() - began
     began = time.perf_counter()
     with connection.cursor() as cursor:
+        cursor.execute(_TO_REPAIR, {"site": site.id, "n": max(1, int(devices * REPAIR_SHARE))})
         # What autovacuum does to a table some time after a bulk load: hint bits and the visibility map
         # set (index-only scans possible), so a page's first reads do not write the whole load back.
         cursor.execute("VACUUM ANALYZE")
@@ -134,6 +139,28 @@ def dashboard_site_build(fleet: Fleet, devices: int) -> tuple[Site, float, float
 
 
 CERTIFY_BATCH = 2_000
+#: Devices with a failed row, moved to `needs_repair` as the lifecycle moves them (failed too often),
+#: entered at spread times over three days, their history naming the requirement and execution.
+_TO_REPAIR = """
+WITH chosen AS (
+    SELECT d.id, p.requirement_id, r.name, p.execution_id FROM inventory_device d
+    CROSS JOIN LATERAL (
+        SELECT p.requirement_id, p.execution_id FROM burnin_policyprogress p
+        WHERE p.device_id = d.id AND p.verdict = 'failed' LIMIT 1
+    ) p
+    JOIN policies_requirement r ON r.id = p.requirement_id
+    WHERE d.site_id = %(site)s ORDER BY d.hostname LIMIT %(n)s
+), moved AS (
+    UPDATE inventory_device d SET state = 'needs_repair' FROM chosen c WHERE d.id = c.id RETURNING d.id
+)
+INSERT INTO lifecycle_devicestatechange (id, device_id, from_state, to_state, at, actor, cause, held, reason, refs)
+SELECT gen_random_uuid(), c.id, 'burn_in', 'needs_repair', now() - random() * interval '3 days', 'system',
+       'failed_too_often', false,
+       c.name || ' failed 3 times under the current policy version (repair_after_failures 3)',
+       jsonb_build_object('requirement', c.name, 'requirement_id', c.requirement_id, 'failures', 3,
+                          'execution', c.execution_id)
+FROM chosen c JOIN moved m ON m.id = c.id
+"""
 #: The site's devices whose rows all pass: the ones the reconcile's certificate refresh would certify.
 _ACCEPTABLE_DEVICES = sql(
     "SELECT d.id FROM {device} d JOIN {policy} pol ON pol.resource_class = d.resource_class "
@@ -171,6 +198,7 @@ def dashboard_scale_measure(
             "grid": f"/sites/{slug}/grid/",
             "failures": f"/sites/{slug}/failures/",
             "device": _device_path(site),
+            "repairs": f"/sites/{slug}/repairs/",
         }
         rows = []
         for page in SCALE_PAGES:

@@ -9,10 +9,13 @@ import csv
 import io
 import re
 from datetime import timedelta
+from uuid import uuid4
 
+from django.urls import reverse
 from django.utils import timezone
 
 from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.dashboard.templatetags.dashboard import execution_href
 from fleet.jobs.models import Job
 from fleet.jobs.services import job_finish, jobs_claim
 from fleet.lifecycle.services import device_transition
@@ -350,3 +353,9 @@ def test_the_unit_the_requirement_declares_wins_over_the_one_reported(person, bu
     assert "2.932 TiB/s is below ≥ 3.6 TiB/s" in failures
     assert {r["unit"] for r in _csv(viewer) if r["rule"]} == {"TiB/s"}
     assert "threshold 3.6 TiB/s" in shown(viewer.get("/sites/lon-1/metrics/hbm-bandwidth/"))
+
+
+def test_an_execution_link_built_without_reverse_is_the_url_conf_s():
+    execution_id = uuid4()
+    assert execution_href(execution_id) == reverse("dashboard:execution", args=[execution_id])
+    assert execution_href(str(execution_id)) == reverse("dashboard:execution", args=[execution_id])

@@ -4,11 +4,14 @@ lives here."""
 
 from __future__ import annotations
 
+import functools
 import json
 from datetime import datetime
 from typing import Any
+from uuid import UUID
 
 from django import template
+from django.urls import reverse
 from django.utils import timezone
 
 from fleet_rules import readable
@@ -30,6 +33,21 @@ register = template.Library()
 def sign(verdict: str) -> str:
     """✓ ✗ ! ◷ · — a verdict readable without colour."""
     return VERDICT_SIGNS[Verdict(verdict)][0] if verdict in Verdict.values else "–"
+
+
+@functools.cache
+def _execution_path() -> tuple[str, str]:
+    sentinel = str(UUID(int=0))
+    head, _, tail = reverse("dashboard:execution", args=[sentinel]).partition(sentinel)
+    return head, tail
+
+
+@register.filter
+def execution_href(execution_id: UUID | str) -> str:
+    """The execution page's path, as `{% url 'dashboard:execution' id %}` gives it, with one
+    `reverse` per process instead of one per link (a grid page links 700 cells)."""
+    head, tail = _execution_path()
+    return f"{head}{UUID(str(execution_id))}{tail}"
 
 
 @register.filter
