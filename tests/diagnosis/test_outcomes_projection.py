@@ -41,7 +41,7 @@ def _from_history(site):
         counts[1] += summary.attempts > 0
         if summary.passed_after is not None and p.verdict == "passed":
             passed_after.add((p.requirement.name, p.target_id))
-    return {name: tuple(c) for name, c in flaky.items()}, passed_after
+    return {name: tuple(c) for name, c in flaky.items() if c[1]}, passed_after
 
 
 def _from_projection(site):
@@ -57,11 +57,14 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
     policy.breaker_share = 1.0
     policy.save()
     diag = fleet.requirement(policy, "gpu-diag")
+    rack_diag = fleet.requirement(policy, "rack-diag", scope="multi_node")
     fleet.profile(RC, "dcgm-diag", {"level": 3})
+    rack = fleet.topology(satellite, "rack", "rack-z")
     d = {
         name: fleet.device(satellite, RC, hostname=name)
-        for name in ("fails-then-passes", "passes", "errs-then-fails", "running", "repaired", "untried")
+        for name in ("fails-then-passes", "passes", "errs-then-fails", "running", "repaired")
     }
+    d["untried"] = fleet.device(satellite, RC, hostname="untried", topologies=[rack])
 
     def report(device, metrics=PASS, status="completed"):
         execution = fleet.execution(diag, device=device, metrics=metrics, status=status)
@@ -75,6 +78,8 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
     report(d["errs-then-fails"], status="errored")
     report(d["errs-then-fails"], FAIL)
     report(d["running"], status="running")
+    for metrics in (FAIL, PASS):  # a rack's attempts: its row is the topology's
+        evaluate_now(fleet.execution(rack_diag, topology=rack, metrics=metrics))
     for _ in range(3):
         report(d["repaired"], FAIL)
         sweep(satellite)
@@ -84,8 +89,10 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
     # The row keeps its execution's finish time too (the failures list's order).
     for row in PolicyProgress.objects.filter(site=site).select_related("execution"):
         assert row.finished_at == (row.execution.finished_at if row.execution else None), row
-    assert PolicyProgress.objects.filter(site=site, finished_at__isnull=False).count() == 4  # not "running"
-    stored = dict(PolicyProgress.objects.filter(site=site).values_list("device__hostname", "outcomes"))
+    assert PolicyProgress.objects.filter(site=site, finished_at__isnull=False).count() == 5  # not "running"
+    assert PolicyProgress.objects.get(topology=rack).outcomes == Outcomes.FAILED | Outcomes.PASSED
+    devices = PolicyProgress.objects.filter(site=site, device__isnull=False)
+    stored = dict(devices.values_list("device__hostname", "outcomes"))
     assert stored == {
         "fails-then-passes": Outcomes.FAILED | Outcomes.PASSED,
         "passes": Outcomes.PASSED,
@@ -98,8 +105,8 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
         _from_projection(site)
         == _from_history(site)
         == (
-            {"gpu-diag": (2, 4)},
-            {("gpu-diag", d["fails-then-passes"].id)},
+            {"gpu-diag": (2, 4), "rack-diag": (1, 1)},
+            {("gpu-diag", d["fails-then-passes"].id), ("rack-diag", rack.id)},
         )
     )
 
@@ -113,8 +120,8 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
         _from_projection(site)
         == _from_history(site)
         == (
-            {"gpu-diag": (2, 4)},
-            {("gpu-diag", d["fails-then-passes"].id)},
+            {"gpu-diag": (2, 4), "rack-diag": (1, 1)},
+            {("gpu-diag", d["fails-then-passes"].id), ("rack-diag", rack.id)},
         )
     )
 
