@@ -11,6 +11,8 @@ from typing import Any
 from uuid import UUID
 
 from django.db import transaction
+from django.db.models import F
+from django.db.models.functions import Collate
 from django.utils import timezone
 
 from fleet.burnin.models import PolicyProgress
@@ -40,9 +42,20 @@ def repair_record(
 ) -> Recorded:
     """Record a repair of a device in `needs_repair` or `maintenance` (409 otherwise), move it to
     `burn_in` and dispatch its re-burn-in, in one transaction."""
-    # The device and the rack mates its re-burn-in involves, locked first and in primary-key order
-    # as every writer of devices locks them: locking the device alone first, then its rack mates
-    # (in the dispatch), deadlocked against a dispatch of the rack.
+    # No attempt before the repair counts: its projection rows' outcomes start again (flaky rates).
+    # Locked as a reconcile page locks them — the rows first, in the page's (requirement name,
+    # target) order, then their devices — so the two wait for each other, never in a circle; a
+    # refused repair rolls the reset back.
+    rows = PolicyProgress.objects.filter(device_id=device_id)
+    list(
+        rows.order_by(Collate(F("requirement__name"), "C"), "target_id")
+        .select_for_update(no_key=True, of=("self",))
+        .values_list("id", flat=True)
+    )
+    rows.update(outcomes=0)
+    # The device and the rack mates its re-burn-in involves, locked in primary-key order as every
+    # writer of devices locks them: locking the device alone first, then its rack mates (in the
+    # dispatch), deadlocked against a dispatch of the rack.
     lock_involved_devices([device_id])
     device = Device.objects.select_related("site").get(id=device_id)
     refused = rules.refusal(device.state, DeviceState.BURN_IN, Mover.SYSTEM, TransitionCause.REPAIR)
@@ -68,8 +81,6 @@ def repair_record(
         reason=summary,
         refs={"repair": str(repair.id)},
     )
-    # No attempt counts any more: the projection's outcomes of its targets start again (flaky rates).
-    PolicyProgress.objects.filter(device=device).update(outcomes=0)
     outcome = rerun_dispatch(site=device.site, device_ids=[device.id], mode=RERUN_MODES[rerun], requested_by=actor)
     repair.job_ids = [str(j.job_id) for j in outcome.created_jobs]
     repair.save(update_fields=["job_ids"])
