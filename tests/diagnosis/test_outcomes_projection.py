@@ -133,3 +133,12 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
     report(d["passes"])
     sweep(satellite)
     assert _from_projection(site) == _from_history(site) == ({"gpu-diag": (1, 1)}, {("gpu-diag", d["passes"].id)})
+
+
+def test_a_class_whose_policy_has_no_requirement_yet_still_shows_its_policy_version(fleet):
+    site = fleet.site("lon-2")
+    satellite = fleet.satellite(site, "sat-b")
+    fleet.policy("gpu.new.8x", version=3)
+    fleet.device(satellite, "gpu.new.8x")
+    (only,) = site_progress(site).classes
+    assert (only.resource_class, only.policy_version, only.acceptance.enrolled) == ("gpu.new.8x", 3, 1)

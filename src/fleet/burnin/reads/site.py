@@ -20,7 +20,7 @@ from fleet.core.statements import Statement
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.lifecycle.models import Breaker
-from fleet.policies.models import Requirement
+from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import flaky_sql
 from fleet_rules.vocabulary import RequirementScope, TopologyUnit, Verdict
 
@@ -102,7 +102,7 @@ class SiteProgress:
 
 def site_progress(site: Site, certification: list[ClassCertification] | None = None) -> SiteProgress:
     """Per resource class at the site: acceptance, a bar per requirement grouped by gate, and each
-    requirement's flaky rate under its policy's current version (three queries; two given the
+    requirement's flaky rate under its policy's current version (four queries; three given the
     site's certification, whose counts of enrolled and certified devices are the acceptance)."""
     if certification is None:
         by_class = acceptance([site.id])
@@ -127,7 +127,8 @@ def site_progress(site: Site, certification: list[ClassCertification] | None = N
                 before.flaky + row.flaky, before.judged + row.judged
             )
     current = sorted((r for r in by_id.values() if r.retired_at is None), key=lambda r: (r.gate, r.name))
-    policies = {r.policy.resource_class: r.policy for r in by_id.values()}
+    # Every class's policy, also one without a requirement yet (its version is shown).
+    policies = {p.resource_class: p for p in AcceptancePolicy.objects.filter(resource_class__in=classes)}
     result = []
     for rc in classes:
         gates: dict[str, list[RequirementProgress]] = defaultdict(list)
@@ -156,7 +157,7 @@ class SitePageRead:
 
 
 def site_page(slug: str, *, with_certification: bool) -> SitePageRead:
-    """The site, its progress and flaky rates (three queries; two with the certification, whose
+    """The site, its progress and flaky rates (four queries; three with the certification, whose
     counts are the acceptance), certification (four, when asked: the slowest devices, what they
     wait on and who blocks the racks among it) and its open circuit breakers (one)."""
     site = site_by_slug(slug)
