@@ -101,14 +101,13 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
         "repaired": Outcomes.FAILED,
         "untried": 0,
     }
-    assert (
-        _from_projection(site)
-        == _from_history(site)
-        == (
-            {"gpu-diag": (2, 4), "rack-diag": (1, 1)},
-            {("gpu-diag", d["fails-then-passes"].id), ("rack-diag", rack.id)},
-        )
+    # Flaky of judged per requirement, and the passes after failures: the same before and after
+    # the repair below (the repaired device failed only; after the repair it passed only).
+    expected = (
+        {"gpu-diag": (2, 4), "rack-diag": (1, 1)},
+        {("gpu-diag", d["fails-then-passes"].id), ("rack-diag", rack.id)},
     )
+    assert _from_projection(site) == _from_history(site) == expected
 
     # A repair starts the count again: its failures no longer count, then it passes once.
     repair_record(device_id=d["repaired"].id, summary="reseated", parts=[], rerun=RepairRerun.ALL, actor="user:ops")
@@ -116,14 +115,7 @@ def test_the_projection_s_outcomes_say_what_every_attempt_says(fleet):
     report(d["repaired"])
     sweep(satellite)
     assert PolicyProgress.objects.get(device=d["repaired"]).outcomes == Outcomes.PASSED
-    assert (
-        _from_projection(site)
-        == _from_history(site)
-        == (
-            {"gpu-diag": (2, 4), "rack-diag": (1, 1)},
-            {("gpu-diag", d["fails-then-passes"].id), ("rack-diag", rack.id)},
-        )
-    )
+    assert _from_projection(site) == _from_history(site) == expected
 
     # A new policy version: no attempt before it counts; the rows of the old version are not read.
     AcceptancePolicy.objects.filter(id=policy.id).update(version=2, version_changed_at=timezone.now())
