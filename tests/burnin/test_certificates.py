@@ -15,6 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from tests.burnin.certs import current, evaluate_now, sweep
+from tests.support.locks import wait_for_lock_wait
 
 RC = "gpu.h200.8x"
 GOOD = {"diag_failed_tests": {"value": 0}}
@@ -196,7 +197,6 @@ def test_two_scopes_touching_one_device_concurrently_decide_its_certificate_one_
     """The rack's sweep (sat-b) is about to issue a certificate while the nodes' sweep (sat-a)
     writes a newer failure of the device: the second waits for the first and supersedes."""
     import threading
-    import time
 
     from django.db import connections
 
@@ -242,17 +242,7 @@ def test_two_scopes_touching_one_device_concurrently_decide_its_certificate_one_
     b = threading.Thread(target=run, name="nodes", args=(nodes,))
     b.start()
     try:
-        with connection.cursor() as cursor:
-            for _ in range(200):
-                cursor.execute(
-                    "SELECT count(*) FROM pg_stat_activity "
-                    "WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                )
-                if cursor.fetchone()[0]:
-                    break
-                time.sleep(0.05)
-            else:
-                pytest.fail("the nodes' sweep never waited for the device lock")
+        wait_for_lock_wait("the nodes' sweep, for the device lock,")
     finally:
         resume.set()
     a.join(30)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 import uuid
 
 import pytest
@@ -16,6 +15,7 @@ from fleet.burnin.models import EvaluationResult, TestExecution
 from fleet.policies.models import ThresholdRule
 from fleet_rules.evaluations import ResultItem
 from tests.builders import failing_payload, passing_payload, result_item
+from tests.support.locks import wait_for_lock_wait
 
 URL = "/api/v1/burn-in/evaluations/results/"
 SCOPE = ["test-execution:evaluate"]
@@ -379,7 +379,7 @@ def test_concurrent_posts_never_move_a_result_backwards(scene, fleet, monkeypatc
             assert plan["B"]["wrote"].wait(10)  # B holds the row, uncommitted
             plan["A"]["go"].set()
             plan["A"]["commit"].set()
-            _wait_for_lock_wait()
+            wait_for_lock_wait("A, behind B's uncommitted upsert,")
             plan["B"]["commit"].set()
             b.join(10)
             a.join(10)
@@ -389,18 +389,6 @@ def test_concurrent_posts_never_move_a_result_backwards(scene, fleet, monkeypatc
         assert stored.passed is False, order
         assert (outcome["A"].written, outcome["A"].stale) == (0, 1), order
         assert outcome["B"].written == 1, order
-
-
-def _wait_for_lock_wait(timeout: float = 10) -> None:
-    """Until some backend waits on a row lock (A blocked behind B's uncommitted upsert)."""
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock'")
-            if cursor.fetchone()[0]:
-                return
-            time.sleep(0.05)
-    raise AssertionError("no backend ever waited on the row lock")
 
 
 def test_one_execution_spelled_two_ways_is_a_duplicate_not_a_500(bearer, scene, fleet):

@@ -5,10 +5,9 @@ entry is lost."""
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
-from django.db import connection, connections, transaction
+from django.db import connections, transaction
 
 from fleet.burnin.repairs import repair_record
 from fleet.core.locks import lock_in_pk_order
@@ -16,6 +15,7 @@ from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange, Repair
 from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
+from tests.support.locks import wait_for_lock_wait
 
 RC = "gpu.h200.8x"
 FAIL = {"diag_failed_tests": {"value": 2}}
@@ -75,20 +75,6 @@ def test_sweeps_racing_repairs_leave_one_state_and_an_unbroken_history(fleet):
         assert device.state == DeviceState.BURN_IN
 
 
-def _wait_until_a_backend_waits_on_a_lock(timeout: float = 10) -> None:
-    deadline = time.monotonic() + timeout
-    with connection.cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT pg_stat_clear_snapshot()")  # this runs inside a transaction
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-            )
-            if cursor.fetchone()[0]:
-                return
-            time.sleep(0.02)
-    raise AssertionError("the repair never waited on a lock")
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_repair_takes_its_rack_s_locks_in_key_order_so_a_dispatch_holding_a_rack_mate_waits_not_deadlocks(fleet):
     """The demo's deadlock (CI, 2026-12-03): the repair locked its device, then the rack mates its
@@ -109,7 +95,7 @@ def test_a_repair_takes_its_rack_s_locks_in_key_order_so_a_dispatch_holding_a_ra
             with transaction.atomic():
                 lock_in_pk_order(Device, [lower.id])
                 holding.set()
-                _wait_until_a_backend_waits_on_a_lock()
+                wait_for_lock_wait("the repair")
                 lock_in_pk_order(Device, [higher.id])
         except BaseException as exc:
             errors.append(exc)
