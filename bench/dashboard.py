@@ -31,7 +31,8 @@ from fleet.burnin.fragments import acceptable_sql
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.tables import sql
 from fleet.inventory.models import Site
-from fleet_rules.vocabulary import Verdict
+from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
+from fleet_rules.vocabulary import DeviceState, TransitionCause, Verdict
 
 PAGES = ("site", "grid", "failures")
 
@@ -130,8 +131,8 @@ def dashboard_site_build(fleet: Fleet, devices: int) -> tuple[Site, float, float
             issued += certificates_refresh(device_ids=acceptable[start : start + CERTIFY_BATCH], topology_ids=()).issued
     certified = time.perf_counter() - began
     began = time.perf_counter()
+    _to_repair(site, devices)
     with connection.cursor() as cursor:
-        cursor.execute(_TO_REPAIR, {"site": site.id, "n": max(1, int(devices * REPAIR_SHARE))})
         # What autovacuum does to a table some time after a bulk load: hint bits and the visibility map
         # set (index-only scans possible), so a page's first reads do not write the whole load back.
         cursor.execute("VACUUM ANALYZE")
@@ -139,28 +140,44 @@ def dashboard_site_build(fleet: Fleet, devices: int) -> tuple[Site, float, float
 
 
 CERTIFY_BATCH = 2_000
-#: Devices with a failed row, moved to `needs_repair` as the lifecycle moves them (failed too often),
-#: entered at spread times over three days, their history naming the requirement and execution.
+#: Devices with a failed row (by hostname), with that row's requirement and execution: the ones
+#: the bulk load sends to repair, as the lifecycle sends a device that failed too often.
 _TO_REPAIR = """
-WITH chosen AS (
-    SELECT d.id, p.requirement_id, r.name, p.execution_id FROM inventory_device d
-    CROSS JOIN LATERAL (
-        SELECT p.requirement_id, p.execution_id FROM burnin_policyprogress p
-        WHERE p.device_id = d.id AND p.verdict = 'failed' LIMIT 1
-    ) p
-    JOIN policies_requirement r ON r.id = p.requirement_id
-    WHERE d.site_id = %(site)s ORDER BY d.hostname LIMIT %(n)s
-), moved AS (
-    UPDATE inventory_device d SET state = 'needs_repair' FROM chosen c WHERE d.id = c.id RETURNING d.id
-)
-INSERT INTO lifecycle_devicestatechange (id, device_id, from_state, to_state, at, actor, cause, held, reason, refs)
-SELECT gen_random_uuid(), c.id, 'burn_in', 'needs_repair', now() - random() * interval '3 days', 'system',
-       'failed_too_often', false,
-       c.name || ' failed 3 times under the current policy version (repair_after_failures 3)',
-       jsonb_build_object('requirement', c.name, 'requirement_id', c.requirement_id, 'failures', 3,
-                          'execution', c.execution_id)
-FROM chosen c JOIN moved m ON m.id = c.id
+SELECT d.id, p.requirement_id, r.name, p.execution_id FROM inventory_device d
+CROSS JOIN LATERAL (
+    SELECT p.requirement_id, p.execution_id FROM burnin_policyprogress p
+    WHERE p.device_id = d.id AND p.verdict = 'failed' LIMIT 1
+) p
+JOIN policies_requirement r ON r.id = p.requirement_id
+WHERE d.site_id = %(site)s ORDER BY d.hostname LIMIT %(n)s
 """
+
+
+def _to_repair(site: Site, devices: int) -> None:
+    """Move `REPAIR_SHARE` of the site's devices with a failed row to `needs_repair` through the
+    lifecycle's own writer of automatic moves (one statement: states and history)."""
+    with connection.cursor() as cursor:
+        cursor.execute(_TO_REPAIR, {"site": site.id, "n": max(1, int(devices * REPAIR_SHARE))})
+        chosen = cursor.fetchall()
+    automatic_moves_apply(
+        [
+            AutomaticMove(
+                device_id,
+                DeviceState.NEEDS_REPAIR,
+                TransitionCause.FAILED_TOO_OFTEN,
+                f"{name} failed 3 times under the current policy version (repair_after_failures 3)",
+                {
+                    "requirement": name,
+                    "requirement_id": str(requirement_id),
+                    "failures": 3,
+                    "execution": str(execution),
+                },
+            )
+            for device_id, requirement_id, name, execution in chosen
+        ]
+    )
+
+
 #: The site's devices whose rows all pass: the ones the reconcile's certificate refresh would certify.
 _ACCEPTABLE_DEVICES = sql(
     "SELECT d.id FROM {device} d JOIN {policy} pol ON pol.resource_class = d.resource_class "
