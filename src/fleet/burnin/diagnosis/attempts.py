@@ -9,10 +9,10 @@ An attempt's verdict is its evaluation's, when that evaluation is for the execut
 is not counted.
 
 The site-wide figures (passes after failures here, flaky rates on the site page:
-`fleet.burnin.reads.site`) read the outcomes the reconcile keeps
-on each projection row (`PolicyProgress.outcomes`, from the target's whole counted history when
-it writes the row), so they cost the site's targets, not its history; they are as of the
-reconcile, like every count of the projection. One target's history is read from its attempts.
+`fleet.burnin.reads.site`) read the outcomes the reconcile keeps on each projection row
+(`PolicyProgress.outcomes`, from the target's whole counted history when it writes the row), so
+they cost the site's targets, not its history; they are as of the reconcile, like every count of
+the projection. One target's history is read from its attempts.
 """
 
 from __future__ import annotations
