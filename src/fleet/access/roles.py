@@ -26,6 +26,21 @@ FLEET_APPS = ("inventory", "policies", "jobs", "burnin")
 OPERATOR_PERMISSIONS = ("jobs.add_job", "jobs.change_job", "inventory.change_device")
 
 
+NO_ROLE = "no role"
+
+
+def role_of(user: Any) -> str:
+    """The role a person acts in — one definition, shown alike by the dashboard's header, its
+    refusals and `fleet users list`: a superuser is an admin (they hold every permission); anyone
+    else holds the highest standard role whose group they are in, or none."""
+    if not user.is_authenticated:
+        return "signed out"
+    if user.is_superuser:
+        return ADMIN
+    held = {group.name for group in user.groups.all()}
+    return next((role for role in reversed(ROLES) if role in held), NO_ROLE)
+
+
 def _label(permission: Any) -> str:
     return f"{permission.content_type.app_label}.{permission.codename}"
 

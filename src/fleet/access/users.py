@@ -16,13 +16,15 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Field
 
-from fleet.access.roles import ADMIN, ROLES, roles_sync
+from fleet.access.roles import ADMIN, ROLES, role_of, roles_sync
 
 
 @dataclass(frozen=True)
 class Person:
     username: str
-    roles: tuple[str, ...]
+    role: str  # the role they act in (`fleet.access.roles.role_of`), as the dashboard shows it
+    roles: tuple[str, ...]  # the standard roles' groups they are in
+    superuser: bool
     active: bool
     staff: bool
     last_login: datetime | None
@@ -65,4 +67,6 @@ def users_list() -> list[Person]:
 
 def _person(user: AbstractUser) -> Person:
     roles = tuple(sorted({g.name for g in user.groups.all()} & set(ROLES), key=ROLES.index))
-    return Person(user.get_username(), roles, user.is_active, user.is_staff, user.last_login)
+    return Person(
+        user.get_username(), role_of(user), roles, user.is_superuser, user.is_active, user.is_staff, user.last_login
+    )

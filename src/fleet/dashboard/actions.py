@@ -16,6 +16,7 @@ more than a URL holds: the preview keeps it in the person's session under its to
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID, uuid4
 
 from django.core.exceptions import ValidationError
@@ -105,16 +106,25 @@ class RerunPreview(access.Page, View):
     def post(self, request: HttpRequest, slug: str) -> HttpResponse:
         return self.keep(request, slug, request.POST, status=303)
 
+    def handle_no_permission(self) -> Any:
+        """A selection posted after the session ended is not lost: it is kept in the (new,
+        anonymous) session under a token, and signing in again lands on its preview — Django's
+        login keeps the session's data when it starts the signed-in session."""
+        request = self.request
+        if request.method == "POST" and not request.user.is_authenticated and not getattr(request, "htmx", False):
+            slug = str(self.kwargs.get("slug", ""))
+            token = _kept(request, slug, request.POST)
+            preview = reverse("dashboard:rerun-previewed", args=[slug, token])
+            return see_other(f"{reverse('login')}?{urlencode({'next': preview})}")
+        return super().handle_no_permission()
+
     def keep(self, request: HttpRequest, slug: str, data: QueryDict, status: int) -> HttpResponse:
         """Keep the selection under a fresh token and send the person to its preview page."""
         site = site_by_slug(slug)
         form = RerunForm(data)
         if not form.is_valid():
             return render(request, self.template, {"site": site, "form": form}, status=400)
-        fields = {k: v for k, v in data.lists() if k not in ("csrfmiddlewaretoken", "token")}
-        token = str(uuid4())
-        kept = dict(list(request.session.get(PREVIEWS, {}).items())[-(PREVIEWS_KEPT - 1) :])
-        request.session[PREVIEWS] = kept | {token: {"site": site.slug, "fields": fields}}
+        token = _kept(request, site.slug, data)
         return see_other(reverse("dashboard:rerun-previewed", args=[site.slug, token]), status)
 
     def get(self, request: HttpRequest, slug: str, token: UUID | None = None) -> HttpResponse:
@@ -159,6 +169,16 @@ class RerunPreview(access.Page, View):
             "modes": PlanningMode.values,
         }
         return no_store(render(request, self.template, context))
+
+
+def _kept(request: HttpRequest, slug: str, data: QueryDict) -> str:
+    """Keep a posted selection in the person's session under a fresh token (the newest
+    `PREVIEWS_KEPT`)."""
+    fields = {k: v for k, v in data.lists() if k not in ("csrfmiddlewaretoken", "token")}
+    token = str(uuid4())
+    kept = dict(list(request.session.get(PREVIEWS, {}).items())[-(PREVIEWS_KEPT - 1) :])
+    request.session[PREVIEWS] = kept | {token: {"site": slug, "fields": fields}}
+    return token
 
 
 def _previewed(request: HttpRequest, slug: str, token: UUID) -> RerunForm | None:
