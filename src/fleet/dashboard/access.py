@@ -8,11 +8,13 @@ from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
 from fleet.access.roles import OPERATOR, OPERATOR_PERMISSIONS, VIEWER, role_of
 from fleet.core.exceptions import NotFoundError
 from fleet.core.replica import replica_reads
+from fleet.inventory.selectors import SiteNotFound, site_list
 
 #: What reading the burn-in pages takes (the API's reads check the same).
 VIEW_PROGRESS = "burnin.view_policyprogress"
@@ -94,4 +96,6 @@ def session_ended() -> HttpResponse:
             with reads:
                 return super().dispatch(request, *args, **kwargs)
         except NotFoundError as exc:
-            raise Http404(exc.detail) from exc
+            # The 404 page says what was not found; a mistyped site lists the sites there are.
+            known = site_list() if isinstance(exc, SiteNotFound) else None
+            return render(request, "404.html", {"message": exc.detail, "sites": known}, status=404)

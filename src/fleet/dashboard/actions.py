@@ -43,7 +43,8 @@ from fleet.dashboard.forms import (
 from fleet.inventory.identity import actor_label
 from fleet.inventory.selectors import devices_in_repair, site_by_slug
 from fleet.jobs.receipts import action_once, receipt_of
-from fleet.jobs.services import job_cancel
+from fleet.jobs.selectors import Holding, jobs_holding
+from fleet.jobs.services import JobRefused, job_cancel
 from fleet_rules.vocabulary import PersonAction, PlanningMode
 
 #: Session key of the rerun selections previewed lately (token → site and fields), newest last.
@@ -64,8 +65,15 @@ def no_store(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def refused(request: HttpRequest, message: str, status: int, again: str | None = None) -> HttpResponse:
-    return render(request, "dashboard/action_refused.html", {"message": message, "again": again}, status=status)
+#: What the refusal's link back to the action's first page says, unless told otherwise.
+PREVIEW_AGAIN = "Preview again (the preview shows the plan as it is now)"
+
+
+def refused(
+    request: HttpRequest, message: str, status: int, again: str | None = None, again_words: str = PREVIEW_AGAIN
+) -> HttpResponse:
+    context = {"message": message, "again": again, "again_words": again_words}
+    return render(request, "dashboard/action_refused.html", context, status=status)
 
 
 def with_token(request: HttpRequest) -> HttpResponse:
@@ -337,8 +345,50 @@ class IsolationPreview(access.Page, View):
         running = isolation.running_plan_id(
             site=site, topology_id=form.cleaned_data["topology"], requirement_name=form.cleaned_data["requirement"]
         )
-        context = {"site": site, "preview": data, "token": token, "running": running}
+        context = {
+            "site": site,
+            "preview": data,
+            "token": token,
+            "running": running,
+            # a job holding its devices (a rerun of the rack, say): the page names it and offers the
+            # isolation once it ends, instead of a button the service would refuse
+            "wait": _waiting(site.slug, form.cleaned_data, jobs_holding(preview.cohort.device_uuids)),
+        }
         return no_store(render(request, self.template, context))
+
+
+def _waiting(slug: str, cohort: dict[str, Any], holding: list[Holding]) -> dict[str, Any]:
+    """The "isolate once it ends" panel's context: the jobs holding the cohort, and where to look again."""
+    query = urlencode({"topology": str(cohort["topology"]), "requirement": cohort["requirement"]})
+    return {
+        "holding": holding,
+        "again": f"{reverse('dashboard:isolation-wait', args=[slug])}?{query}",
+        "preview": f"{reverse('dashboard:isolation-preview', args=[slug])}?{query}",
+    }
+
+
+class IsolationWait(access.Page, View):
+    """The live "isolate once it ends" panel of a cohort held by active jobs: it names and links
+    them, and once none holds the cohort it offers a fresh preview (one query a look)."""
+
+    permission_required = access.DISPATCH
+    action = "preview and start culprit isolation"
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        site = site_by_slug(slug)
+        form = IsolationForm(request.GET)
+        if not form.is_valid():
+            return refused(request, query_problems(form), 400)
+        try:
+            cohort = isolation.cohort_load(
+                site=site, topology_id=form.cleaned_data["topology"], requirement_name=form.cleaned_data["requirement"]
+            )
+        except ValidationError as exc:
+            return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
+        context = {"site": site, "wait": _waiting(site.slug, form.cleaned_data, jobs_holding(cohort.device_uuids))}
+        if getattr(request, "htmx", False):
+            return render(request, "dashboard/partials/isolation_wait.html", context)
+        return redirect(context["wait"]["preview"])
 
 
 class IsolationDispatch(access.Page, View):
@@ -373,6 +423,17 @@ class IsolationDispatch(access.Page, View):
             )
         except ValidationError as exc:
             return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
+        except JobRefused as exc:
+            if not exc.holding:
+                return refused(request, exc.detail, exc.status_code)
+            # Held by another job: name and link it, and offer the isolation once it ends.
+            context = {
+                "site": site,
+                "topology": data["topology"],
+                "requirement": data["requirement"],
+                "wait": _waiting(site.slug, data, jobs_holding(list(exc.held_devices))),
+            }
+            return render(request, "dashboard/isolation_refused.html", context, status=exc.status_code)
         except FleetError as exc:
             return refused(request, exc.detail, exc.status_code)
         return see_other(receipt.location)

@@ -48,9 +48,12 @@ class JobRefused(Conflict):
     active jobs that hold the devices (job id → the held devices' hostnames), so that a page can
     link them and offer to act once they end."""
 
-    def __init__(self, detail: str, *, holding: dict[UUID, list[str]] | None = None) -> None:
+    def __init__(
+        self, detail: str, *, holding: dict[UUID, list[str]] | None = None, held_devices: tuple[UUID, ...] = ()
+    ) -> None:
         super().__init__(detail)
         self.holding = holding or {}
+        self.held_devices = held_devices  # the devices asked for, of which some are held
 
 
 class JobNotRunning(Conflict):
@@ -85,7 +88,9 @@ def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, _CheckedDevice]
             f"job {job_id} holds {', '.join(sorted(h))}"
             for job_id, h in sorted(holding.items(), key=lambda item: str(item[0]))
         )
-        raise JobRefused(f"Device(s) already held by an active job: {named}.", holding=holding)
+        raise JobRefused(
+            f"Device(s) already held by an active job: {named}.", holding=holding, held_devices=tuple(devices)
+        )
 
 
 #: The jobs and their device leases in one statement, from one JSON document (`recordset`):

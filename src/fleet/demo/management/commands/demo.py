@@ -471,4 +471,6 @@ def _attempt(counted: int) -> str:
 
 
 def _why(failure: reads.FailureRow) -> str:
-    return "; ".join(rule.describe() for rule in failure.rules) or failure.error or "failed"
+    why = "; ".join(rule.describe(failure.units.get(rule.metric, "")) for rule in failure.rules)
+    why = why or failure.error or "failed"
+    return f"{why} — rerun in progress" if failure.rerun_in_progress else why
