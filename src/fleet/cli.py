@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> None:
 
         multiprocess.prepare()  # before anything imports prometheus-client
     if argv[1:] in ([], ["help"], ["--help"], ["-h"]):
-        sys.stdout.write(product_help(os.path.basename(argv[0]) if argv else "fleet") + "\n")
+        sys.stdout.write(product_help() + "\n")
         return
     if argv[1:] == ["help", "--all"]:
         argv = [argv[0], "help"]  # Django's own listing, every command

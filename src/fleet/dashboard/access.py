@@ -11,20 +11,27 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from fleet.access.roles import OPERATOR, OPERATOR_PERMISSIONS, VIEWER, role_of
+from fleet.access.roles import (
+    DISPATCH_PERMISSION,
+    OPERATOR,
+    OPERATOR_PERMISSIONS,
+    VIEW_PERMISSION,
+    VIEWER,
+    role_of,
+)
 from fleet.core.exceptions import NotFoundError
 from fleet.core.replica import replica_reads
 from fleet.inventory.selectors import SiteNotFound, site_list
 
 #: What reading the burn-in pages takes (the API's reads check the same).
-VIEW_PROGRESS = "burnin.view_policyprogress"
+VIEW_PROGRESS = VIEW_PERMISSION
 VIEW_EXECUTIONS = "burnin.view_testexecution"
 VIEW_JOBS = "jobs.view_job"
 VIEW_DEVICES = "inventory.view_device"
 VIEW_CERTIFICATES = "burnin.view_acceptancecertificate"
 VIEW_FINGERPRINTS = "burnin.view_fingerprintsnapshot"
 #: Preview and dispatch reruns (the rerun-plans API checks the same), and cancel jobs.
-DISPATCH = "jobs.add_job"
+DISPATCH = DISPATCH_PERMISSION
 CANCEL = "jobs.change_job"
 #: Record repairs and close circuit breakers (the lifecycle API checks the same).
 REPAIR = "inventory.change_device"
@@ -80,16 +87,6 @@ class Page(LoginRequiredMixin, PermissionRequiredMixin):
             return session_ended()
         return super().handle_no_permission()
 
-
-#: The header a live part's 401 carries: dashboard.js shows the banner on it.
-SESSION_ENDED = "session-ended"
-
-
-def session_ended() -> HttpResponse:
-    response = HttpResponse("Your session ended: sign in again.", status=401, content_type="text/plain")
-    response["HX-Trigger"] = SESSION_ENDED
-    return response
-
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
         reads = replica_reads() if self.replica_ok and request.method in ("GET", "HEAD") else nullcontext()
         try:
@@ -99,3 +96,13 @@ def session_ended() -> HttpResponse:
             # The 404 page says what was not found; a mistyped site lists the sites there are.
             known = site_list() if isinstance(exc, SiteNotFound) else None
             return render(request, "404.html", {"message": exc.detail, "sites": known}, status=404)
+
+
+#: The header a live part's 401 carries: dashboard.js shows the banner on it.
+SESSION_ENDED = "session-ended"
+
+
+def session_ended() -> HttpResponse:
+    response = HttpResponse("Your session ended: sign in again.", status=401, content_type="text/plain")
+    response["HX-Trigger"] = SESSION_ENDED
+    return response

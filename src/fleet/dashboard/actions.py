@@ -385,10 +385,10 @@ class IsolationWait(access.Page, View):
             )
         except ValidationError as exc:
             return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
-        context = {"site": site, "wait": _waiting(site.slug, form.cleaned_data, jobs_holding(cohort.device_uuids))}
+        wait = _waiting(site.slug, form.cleaned_data, jobs_holding(cohort.device_uuids))
         if getattr(request, "htmx", False):
-            return render(request, "dashboard/partials/isolation_wait.html", context)
-        return redirect(context["wait"]["preview"])
+            return render(request, "dashboard/partials/isolation_wait.html", {"site": site, "wait": wait})
+        return redirect(wait["preview"])
 
 
 class IsolationDispatch(access.Page, View):

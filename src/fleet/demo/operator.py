@@ -195,8 +195,8 @@ class DemoOperator:
             if plan.status == IsolationStatus.FOUND:
                 one = len(named) == 1
                 log.info(
-                    "%s: %s found in %s rounds: %s %s %s fail; %s to repair, and the collective runs again on "
-                    "the %s others after %s — /sites/%s/isolation/%s/",
+                    "%s: %s found in %s rounds: %s %s %s fail; %s to repair, and the collective runs again "
+                    "after %s (%s devices were known good) — /sites/%s/isolation/%s/",
                     where,
                     "culprit" if one else f"{len(named)} culprits",
                     len(plan.rounds),
@@ -204,8 +204,8 @@ class DemoOperator:
                     "makes" if one else "make",
                     plan.requirement.name,
                     "it goes" if one else "they go",
-                    len(data["known_good"]),
                     "its repair" if one else "their repairs",
+                    len(data["known_good"]),
                     site.slug,
                     plan.id,
                 )

@@ -108,7 +108,7 @@ def site_failures(
                 topology_id=p.topology_id,
                 resource_class=p.resource_class,
                 requirement=p.requirement.name,
-                verdict=_finished_verdict(execution) if rerun and execution is not None else p.verdict,
+                verdict=(_finished_verdict(execution) if rerun and execution is not None else None) or p.verdict,
                 execution_id=execution.id if execution is not None else None,
                 finished_at=execution.finished_at if execution is not None else None,
                 rules=outcomes,

@@ -62,7 +62,10 @@
       event.detail.isError = false;
       window.fleetSessionEnded = true;
       var banner = document.getElementById("session-ended");
-      if (banner) {
+      var link = document.getElementById("sign-in-again");
+      if (banner && link) {
+        // back to this page (not the live part's URL) once signed in; built here, not echoed by the server
+        link.href = link.pathname + "?next=" + encodeURIComponent(window.location.pathname + window.location.search);
         banner.hidden = false;
       }
     }
