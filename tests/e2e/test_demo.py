@@ -10,8 +10,10 @@ import pytest
 from django.conf import global_settings
 
 from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.burnin.reads.device import repair_checks
 from fleet.jobs.models import JobDevice
 from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet_rules.vocabulary import RepairPartCheck
 from tests.helpers import REPO, fleet_env, free_port
 
 pytestmark = pytest.mark.e2e
@@ -90,6 +92,16 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     )
     assert repaired and set(repaired) <= set(needs), result.stdout[-3000:]
     assert Repair.objects.filter(device__hostname=repaired[0].split("/")[1]).exists()
+    # The technician's swap is the simulated hardware's: what the repair records is what the
+    # hardware reports after it (the device page's "✓ gpu N: installed … is reported", never a mismatch).
+    checked = [
+        check
+        for repair in Repair.objects.select_related("device")
+        for check in repair_checks(repair.device_id, [repair]).get(repair.id, [])
+    ]
+    read = [c for c in checked if c.outcome != RepairPartCheck.NOT_READ_YET]
+    assert read, "no fingerprint was read after any repair"
+    assert all(c.outcome == RepairPartCheck.SEEN and not c.mismatch for c in read), [c.text for c in read]
     assert DeviceStateChange.objects.filter(cause="repair").exists()
     verdicts = set(PolicyProgress.objects.values_list("verdict", flat=True))
     assert "passed" in verdicts
