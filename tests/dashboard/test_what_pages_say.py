@@ -59,3 +59,19 @@ def test_the_execution_page_shows_the_reason_the_evaluator_posted(person, burnt_
 
     assert 'class="posted-reason"' in page
     assert html.escape(posted) in page or posted in page
+
+
+def test_an_isolation_round_s_job_says_what_its_collectives_found_not_that_nothing_was_reported(fleet):
+    from fleet.burnin.diagnosis.isolation import isolation_dispatch
+    from fleet.burnin.reads.outcomes import job_outcomes
+    from fleet.jobs.models import Job
+    from tests.diagnosis.test_isolation import Rack
+
+    rack = Rack(fleet)
+    isolation_dispatch(site=rack.site, topology_id=rack.rack.id, requirement_name="rack-nccl", requested_by="op")
+    rack.run_round()  # the agent's part: each half's collective reported, the job finished, evaluated
+
+    jobs = list(Job.objects.filter(reason="diagnosis").prefetch_related("job_devices"))
+    words = sorted(outcome.words for outcome in job_outcomes(jobs).values())
+
+    assert words == ["finished — 1 of 1 test failed", "finished — passed"], words
