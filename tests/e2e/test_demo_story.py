@@ -20,7 +20,8 @@ from fleet.lifecycle.models import Repair
 from fleet_rules.vocabulary import DeviceState, IsolationStatus
 from tests.helpers import REPO, fleet_env, free_port
 
-pytestmark = pytest.mark.e2e
+#: The story runs for minutes on a loaded machine: more than the suite's 300 s a test.
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(480)]
 
 DOMAIN = "nvl72-b01"
 SEED = 42  # the demo's default

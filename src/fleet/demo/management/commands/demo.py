@@ -333,8 +333,9 @@ class Command(BaseCommand):
             Text(f"API docs {base}/api/docs/  ·  admin {base}/admin/"),
             Text(
                 f"The operator loop reruns what has not passed; {max_attempts} failure(s) of a target send its device "
-                "to repair, and the demo's technician repairs it. The table below is printed when it changes. "
-                "Ctrl-C stops everything; `make reset` starts over.",
+                "to repair, and the demo's technician repairs it; a rack collective failing while its members pass "
+                "their own tests is not rerun but isolated, and its culprit repaired. The table below is printed "
+                "when it changes. Ctrl-C stops everything; `make reset` starts over.",
             ),
         ]
         # Wide enough that no URL, password or path is broken over two lines.
