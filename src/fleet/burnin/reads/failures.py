@@ -71,6 +71,7 @@ class FailureRow:
     units: dict[str, str]  # metric → its unit (`fleet_rules.readable.metric_unit`)
     #: A rerun of the target is running now; `verdict` and the rest are its latest finished attempt's.
     rerun_in_progress: bool = False
+    topology_unit: str = ""  # rack, nvlink-domain or pod, for a topology's row
 
 
 def site_failures(
@@ -116,6 +117,7 @@ def site_failures(
                 attempts=attempts.get((p.requirement_id, p.target_id), 0),
                 units=units,
                 rerun_in_progress=rerun,
+                topology_unit=p.topology.unit if p.topology is not None else "",
             )
         )
     return failures, more
