@@ -21,10 +21,10 @@ from uuid import UUID
 from django.db.models import Q
 from django.utils import timezone
 
-from fleet.burnin.repairs import repair_record
 from fleet.core.exceptions import FleetError
 from fleet.lifecycle.models import DeviceStateChange
 from fleet.lifecycle.selectors import repair_entries
+from fleet.repairs.services import repair_record
 from fleet_agent.executors.simulated import SIMULATED_REPAIRS
 from fleet_rules.explanations import SKIP_EXPLANATIONS, STATE_SIGNS
 from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause
