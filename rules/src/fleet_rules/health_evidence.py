@@ -31,8 +31,8 @@ MAX_ECC_COUNTERS = 64
 
 @dataclass(frozen=True, slots=True)
 class XidEvent:
-    """One kernel-logged GPU event of a burn-in window (an NVIDIA Xid or SXid, an amdgpu event): as the agent's kernel-log parser
-    read it, and as the service reads it back from the report."""
+    """One kernel-logged GPU event of a burn-in window (an NVIDIA Xid or SXid, an amdgpu event): as the
+    agent's kernel-log parser read it, and as the service reads it back from the report."""
 
     kind: XidKind
     code: int

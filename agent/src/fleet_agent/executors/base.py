@@ -45,6 +45,8 @@ class Target:
     device_id: str
     hostname: str
     resource_class: str
+    #: Who made its GPUs (`fleet_agent.gpus`): which tools read its hardware.
+    gpu_vendor: str = "nvidia"
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ __all__ = ["HealthSnapshot"]
 @dataclass(frozen=True)
 class HealthSnapshot:
     """The GPU vendor's health metrics at one moment, or why they could not be read; `counters` names the
-    metrics `values` reports (the vendor's health counters)."""
+    metrics `values` reports (the vendor's health counters; by default every metric but `gpu_count`)."""
 
     at: datetime
     metrics: Metrics | None
@@ -26,4 +26,5 @@ class HealthSnapshot:
     def values(self) -> dict[str, Any]:
         """metric → value (None where a GPU did not report it), the form `health.ecc` carries."""
         metrics = self.metrics or {}
-        return {name: metrics.get(name, {}).get("value") for name in self.counters}
+        names = self.counters or tuple(name for name in metrics if name != "gpu_count")
+        return {name: metrics.get(name, {}).get("value") for name in names}

@@ -195,5 +195,3 @@ def _check_depth(value: Any, tool: str, depth: int = 0) -> None:
 
 def _first_line(text: str) -> str:
     return next((line.strip() for line in text.splitlines() if line.strip()), "")[:200]
-
-

@@ -26,10 +26,11 @@ __all__ = ["amdgpu_metrics", "parse_amdgpu_events", "parse_amdgpu_metrics"]
 
 _MAX_CHARS = 64 * 1024 * 1024
 _DEVICE = re.compile(r"amdgpu (?P<pci>[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]):")
+_ERRORS = r"hardware errors? detected in"
 _PATTERNS: tuple[tuple[AmdgpuEventKind, re.Pattern[str]], ...] = (
-    (AmdgpuEventKind.FATAL_RAS_INTERRUPT, re.compile(r"uncorrectable hardware error\s*\((?:ERREVENT_\w+)\)\s*detected")),
+    (AmdgpuEventKind.FATAL_RAS_INTERRUPT, re.compile(r"uncorrectable hardware error\s*\(ERREVENT_\w+\)\s*detected")),
     (AmdgpuEventKind.UNCORRECTABLE_ECC, re.compile(r"\b\d+ uncorrectable hardware errors? detected in \w+ block")),
-    (AmdgpuEventKind.CORRECTABLE_ECC, re.compile(r"\b\d+ correctable hardware errors? detected in (?:total in )?\w+ block")),
+    (AmdgpuEventKind.CORRECTABLE_ECC, re.compile(rf"\b\d+ correctable {_ERRORS} (?:total in )?\w+ block")),
     (AmdgpuEventKind.DEFERRED_ECC, re.compile(r"\b\d+ deferred hardware errors? detected in \w+ block")),
     (AmdgpuEventKind.POISON_CONSUMED, re.compile(r"poison is consumed by client \d+")),
     (AmdgpuEventKind.BAD_PAGE_THRESHOLD, re.compile(r"Saved bad pages \d+ reaches threshold value")),
@@ -46,9 +47,7 @@ _COUNTED = {
 }
 
 
-def parse_amdgpu_events(
-    text: str, *, since: datetime | None = None, until: datetime | None = None
-) -> list[XidEvent]:
+def parse_amdgpu_events(text: str, *, since: datetime | None = None, until: datetime | None = None) -> list[XidEvent]:
     """Every amdgpu event of the log, in log order; events known to fall outside the window are left out."""
     if len(text) > _MAX_CHARS:
         raise ParseError(f"the kernel log is {len(text)} characters; at most {_MAX_CHARS} are read")

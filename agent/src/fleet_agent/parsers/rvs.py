@@ -47,8 +47,8 @@ _GST_OLD = re.compile(r"^\[?[\w.-]+\]?\s+gst\s+(?P<gpu>\d+)\s+Gflop:\s*(?P<gflop
 _IET_POWER = re.compile(rf"^\[[^\]]+\]\s*{_GPU}\s*Power\(W\)\s+(?P<watts>[\d.]+)")
 _IET_PASS_NEW = re.compile(rf"^\[(?P<action>[^\]]*iet[^\]]*)\]\s*{_GPU}\s*pass:\s*(?P<ok>\w+)", re.IGNORECASE)
 _IET_PASS_OLD = re.compile(r"^\[?[\w.-]+\]?\s+iet\s+(?P<gpu>\d+)\s+pass:\s*(?P<ok>\w+)")
-_PEBB = re.compile(rf"pcie-bandwidth\s*\[\s*\d+/\d+\]\s*\[CPU::\s*\d+\]\s*{_GPU}\s*h2d::(?P<h2d>\w+)\s+d2h::(?P<d2h>\w+)"
-                   r"\s+(?P<gbps>[\d.]+)\s*GBps")  # fmt: skip
+_PEBB = re.compile(rf"pcie-bandwidth\s*\[\s*\d+/\d+\]\s*\[CPU::\s*\d+\]\s*{_GPU}\s*"
+                   r"h2d::(?P<h2d>\w+)\s+d2h::(?P<d2h>\w+)\s+(?P<gbps>[\d.]+)\s*GBps")  # fmt: skip
 _PBQT = re.compile(rf"p2p-bandwidth\s*\[\s*\d+/\d+\]\s*{_GPU}\s*\[GPU::[^\]]*\]\s*bidirectional:\s*\w+\s+"
                    r"(?P<gbps>[\d.]+)\s*GBps")  # fmt: skip
 _PEQT = re.compile(r"\bpeqt\s+(?P<ok>true|false)\s*$", re.IGNORECASE)
@@ -116,7 +116,7 @@ def parse_rvs(text: str, parameters: Mapping[str, Any] | None = None) -> Metrics
     return metrics
 
 
-def _PEQT_SEEN(text: str) -> bool:  # noqa: N802 - reads like the module's name
+def _PEQT_SEEN(text: str) -> bool:
     return any(_PEQT.search(line) for line in text.splitlines() if "[RESULT" in line)
 
 
