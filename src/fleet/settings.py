@@ -97,6 +97,7 @@ INSTALLED_APPS = [
     "fleet.jobs",
     "fleet.lifecycle",
     "fleet.burnin",
+    "fleet.repairs",
     "fleet.fleetfile",
     "fleet.access",
     "fleet.demo",

@@ -10,10 +10,13 @@ from drf_spectacular.views import SpectacularSwaggerSplitView
 
 from fleet.core import errors, oauth, schema
 
-# Burn-in first: its `satellites/resource-classes/` must be tried before the satellites router's
-# `satellites/<pk>/` (the routers match any path segment as an id).
+# Burn-in and the lifecycle first: their `satellites/resource-classes/`, `satellites/fingerprints/`
+# and `satellites/node-states/` must be tried before the satellites router's `satellites/<pk>/` (the
+# routers match any path segment as an id).
 api_v1 = [
     path("", include("fleet.burnin.api.urls")),
+    path("", include("fleet.lifecycle.api.urls")),
+    path("", include("fleet.repairs.api.urls")),
     path("", include("fleet.inventory.api.urls")),
     path("", include("fleet.policies.api.urls")),
     path("", include("fleet.jobs.api.urls")),

@@ -10,9 +10,9 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
 from fleet.burnin.models import TestExecution
-from fleet.burnin.repairs import breaker_reset
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import Breaker, DeviceStateChange
+from fleet.repairs.services import breaker_reset
 from fleet_rules.vocabulary import DeviceState, TransitionCause
 
 URL = "/api/v1/burn-in/executions/{}/"

@@ -14,9 +14,9 @@ from django.utils import timezone
 from fleet.burnin.diagnosis.attempts import attempt_summaries, passes_after_failures
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reads.site import site_progress
-from fleet.burnin.repairs import repair_record
 from fleet.inventory.models import Device
 from fleet.policies.models import AcceptancePolicy
+from fleet.repairs.services import repair_record
 from fleet_rules.attempts import Outcomes
 from fleet_rules.vocabulary import DeviceState, RepairRerun, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep

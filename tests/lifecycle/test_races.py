@@ -9,10 +9,10 @@ import threading
 import pytest
 from django.db import connections, transaction
 
-from fleet.burnin.repairs import repair_record
 from fleet.core.locks import lock_in_pk_order
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet.repairs.services import repair_record
 from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
 from tests.support.locks import wait_for_lock_wait

@@ -8,14 +8,19 @@ class BurninConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        from fleet.burnin.certificates.acceptance import GATE
         from fleet.burnin.executions import executions_abandon
         from fleet.burnin.metrics import projection_gauges
         from fleet.core.metrics import register_scrape_collector
         from fleet.jobs.services import on_jobs_ended
+        from fleet.lifecycle.services import acceptance_gate_set
 
         # Jobs sit below burn-in: ending one (finish, cancel, expired lease) closes the
         # executions it left running through this subscription, never by jobs importing us.
         on_jobs_ended(executions_abandon)
+        # The lifecycle sits below burn-in too: a move into an accepted state asks certificates
+        # through this gate (docs/lifecycle.md).
+        acceptance_gate_set(GATE)
         # /metrics reads the projection at scrape time (fleet.core.metrics knows no app).
         register_scrape_collector(
             "burnin", projection_gauges, permissions=("burnin.view_policyprogress", "inventory.view_satellite")

@@ -15,14 +15,14 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views import View
 
-from fleet.burnin.reads.repairs import repair_page, repair_queue_page
-from fleet.burnin.repairs import breaker_reset, repair_record
 from fleet.core.exceptions import FleetError
 from fleet.dashboard import access
 from fleet.dashboard.actions import no_store, refused, see_other, token_of, with_token
 from fleet.dashboard.forms import BreakerResetForm, RepairForm, query_problems
 from fleet.inventory.identity import actor_label
 from fleet.jobs.receipts import action_once
+from fleet.repairs.reads import repair_page, repair_queue_page
+from fleet.repairs.services import breaker_reset, repair_record
 from fleet_rules.explanations import SKIP_EXPLANATIONS, STATE_SIGNS
 from fleet_rules.lifecycle import automatic_sources
 from fleet_rules.vocabulary import DeviceState, PersonAction, RepairRerun, TransitionCause

@@ -27,13 +27,13 @@ from django.utils import timezone
 from fleet.burnin.diagnosis import isolation
 from fleet.burnin.models import IsolationPlan, PolicyProgress
 from fleet.burnin.reads.failures import attempts_under_current_version
-from fleet.burnin.repairs import repair_record
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import FleetError
 from fleet.demo.story import Technician
 from fleet.inventory.models import Device, Site
 from fleet.jobs.services import JobRefused
 from fleet.lifecycle.selectors import repair_entries
+from fleet.repairs.services import repair_record
 from fleet_rules.explanations import SKIP_EXPLANATIONS
 from fleet_rules.vocabulary import DeviceState, IsolationStatus, PlanningMode, RepairRerun, Verdict, WorkflowName
 

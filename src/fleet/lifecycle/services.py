@@ -3,7 +3,8 @@ is checked, the device and a history entry are written in the same transaction, 
 counted. A refused change is a 409 naming the rule.
 
 Two ways in: `device_transition` for one device moved by a person, the fleet file or a repair
-(locks the device, checks, writes); `automatic_moves_apply` for the moves the evidence causes on a
+(locks the device, checks, writes; `device_move` is an operator's, through the acceptance gate);
+`automatic_moves_apply` for the moves the evidence causes on a
 reconcile page (one statement for the whole page: lock, compare-and-set on the expected states,
 history), so the page sends a constant number of statements whatever it moves.
 """
@@ -11,7 +12,7 @@ history), so the page sends a constant number of statements whatever it moves.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -100,6 +101,62 @@ def device_transition(
     device.save(update_fields=["state", "updated_at"])
     metrics.transitions_counted([cause])
     return Changed(device, change)
+
+
+@dataclass(frozen=True)
+class AcceptanceGate:
+    """What a move into an accepted state asks of certificates, which are burn-in's (it registers
+    its gate in its `AppConfig.ready`: the lifecycle sits below burn-in and imports none of it).
+    `uncertified`: which of these devices hold no valid certificate (one query); `override_record`:
+    record who forced one device without one, and why (returns the record);
+    `override_permission`: what a person needs to force."""
+
+    uncertified: Callable[[Iterable[UUID]], set[UUID]]
+    override_record: Callable[..., Any]
+    override_permission: str
+
+
+_GATE: list[AcceptanceGate] = []
+
+
+def acceptance_gate_set(gate: AcceptanceGate) -> None:
+    _GATE[:] = [gate]
+
+
+def acceptance_gate() -> AcceptanceGate:
+    """The registered gate (fail closed: without one, nothing moves into an accepted state)."""
+    if not _GATE:
+        raise RuntimeError("no acceptance gate registered (fleet.burnin registers it in its AppConfig.ready)")
+    return _GATE[0]
+
+
+@dataclass(frozen=True)
+class OperatorMoved:
+    """An operator's move: the device as it now is, its history entry, and the override recorded
+    when it was forced into an accepted state without a valid certificate."""
+
+    device: Device
+    change: DeviceStateChange | None
+    override: Any
+
+
+@transaction.atomic
+def device_move(
+    *, device_id: UUID, to: DeviceState, actor: str, reason: str = "", force: bool = False
+) -> OperatorMoved:
+    """An operator's lifecycle change, checked by the lifecycle table; a move into an accepted state
+    needs the device's valid certificate, or force with a reason (the override is recorded)."""
+    gate = acceptance_gate()
+    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
+    gated = rules.needs_certificate(device.state, to, Mover.OPERATOR)
+    certified = not (gated and gate.uncertified([device.id]))
+    changed = device_transition(
+        device_id=device.id, to=to, mover=Mover.OPERATOR, actor=actor, reason=reason, certified=certified, force=force
+    )
+    override = None
+    if not certified:
+        override = gate.override_record(device_id=device.id, actor=actor, reason=reason.strip())
+    return OperatorMoved(changed.device, changed.change, override)
 
 
 def _person_cause(mover: Mover) -> TransitionCause:

@@ -134,7 +134,7 @@ class SimulatedHardware:
         if platform is None:
             return Reading(None, f"the simulation has no hardware model for {target.resource_class}")
         faults = self.faults_of(target)
-        if part == "nvidia_smi":
+        if part in ("gpu_inventory", "gpu_health"):  # nvidia-smi -q -x answers for both
             return Reading(self._nvidia_smi(target, platform, faults, phase))
         if part == "ibstat":
             return Reading(_ibstat(target, platform))

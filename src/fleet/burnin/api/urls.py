@@ -5,7 +5,6 @@ from fleet.burnin.api import (
     diagnosis_views,
     evidence_views,
     fingerprint_views,
-    lifecycle_views,
     rerun_views,
     views,
 )
@@ -19,7 +18,6 @@ urlpatterns = [
     path(
         "satellites/fingerprints/", fingerprint_views.SatelliteFingerprintsView.as_view(), name="satellite-fingerprints"
     ),
-    path("satellites/node-states/", lifecycle_views.SatelliteNodeStatesView.as_view(), name="satellite-node-states"),
     path("burn-in/executions/<uuid:execution_id>/", views.TestExecutionView.as_view(), name="execution"),
     path("burn-in/evaluations/pending/", views.PendingEvaluationsView.as_view(), name="evaluations-pending"),
     path("burn-in/evaluations/results/", views.EvaluationResultsUpsertView.as_view(), name="evaluations-results"),
@@ -83,22 +81,4 @@ urlpatterns += [
     ),
     path("burn-in/sites/<uuid:site_id>/diagnoses/", diagnosis_views.SiteDiagnosesView.as_view(), name="diagnoses"),
     path("burn-in/sites/<uuid:site_id>/attempts/", diagnosis_views.TargetAttemptsView.as_view(), name="attempts"),
-]
-
-# --- the device lifecycle ---------------------------------------------------------------------------
-urlpatterns += [
-    path("devices/<uuid:device_id>/history/", lifecycle_views.DeviceHistoryView.as_view(), name="device-history"),
-    path(
-        "devices/<uuid:device_id>/transitions/",
-        lifecycle_views.DeviceTransitionView.as_view(),
-        name="device-transitions",
-    ),
-    path("devices/<uuid:device_id>/repairs/", lifecycle_views.DeviceRepairsView.as_view(), name="device-repairs"),
-    path("burn-in/sites/<uuid:site_id>/repair-queue/", lifecycle_views.RepairQueueView.as_view(), name="repair-queue"),
-    path("burn-in/sites/<uuid:site_id>/breakers/", lifecycle_views.BreakersView.as_view(), name="breakers"),
-    path(
-        "burn-in/sites/<uuid:site_id>/breakers/<str:resource_class>/reset/",
-        lifecycle_views.BreakerResetView.as_view(),
-        name="breaker-reset",
-    ),
 ]

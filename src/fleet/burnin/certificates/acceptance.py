@@ -15,10 +15,8 @@ from fleet.burnin.certificates.reads import valid_now
 from fleet.burnin.models import AcceptanceCertificate, AcceptanceOverride
 from fleet.core.exceptions import Conflict
 from fleet.inventory.models import Device
-from fleet.lifecycle.models import DeviceStateChange
-from fleet.lifecycle.services import device_transition
-from fleet_rules.lifecycle import needs_certificate
-from fleet_rules.vocabulary import DeviceState, Mover
+from fleet.lifecycle.services import AcceptanceGate, device_move
+from fleet_rules.vocabulary import DeviceState
 
 #: People need this permission to force an acceptance (machine clients need the `job:create` scope).
 OVERRIDE_PERMISSION = "burnin.add_acceptanceoverride"
@@ -50,36 +48,19 @@ def overrides_record(*, device_ids: Iterable[UUID], actor: str, reason: str) -> 
     )
 
 
+def override_record(*, device_id: UUID, actor: str, reason: str) -> AcceptanceOverride:
+    return AcceptanceOverride.objects.create(device_id=device_id, actor=actor, reason=reason, created_at=timezone.now())
+
+
+#: The gate the lifecycle asks (registered in `BurninConfig.ready`).
+GATE = AcceptanceGate(uncertified=uncertified, override_record=override_record, override_permission=OVERRIDE_PERMISSION)
+
+
 @dataclass(frozen=True)
 class Accepted:
     device: Device
     changed: bool
     override: AcceptanceOverride | None
-
-
-@dataclass(frozen=True)
-class Moved:
-    device: Device
-    change: DeviceStateChange | None
-    override: AcceptanceOverride | None
-
-
-@transaction.atomic
-def device_move(*, device_id: UUID, to: DeviceState, actor: str, reason: str = "", force: bool = False) -> Moved:
-    """An operator's lifecycle change, checked by the lifecycle table; a move into an accepted state
-    needs the device's valid certificate, or force with a reason (the override is recorded)."""
-    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
-    gated = needs_certificate(device.state, to, Mover.OPERATOR)
-    certified = not (gated and uncertified([device.id]))
-    changed = device_transition(
-        device_id=device.id, to=to, mover=Mover.OPERATOR, actor=actor, reason=reason, certified=certified, force=force
-    )
-    override = None
-    if not certified:
-        override = AcceptanceOverride.objects.create(
-            device=device, actor=actor, reason=reason.strip(), created_at=timezone.now()
-        )
-    return Moved(changed.device, changed.change, override)
 
 
 @transaction.atomic
