@@ -14,10 +14,11 @@ import pytest
 from django.conf import global_settings
 
 from fleet.burnin.models import DeviceDiagnosis, IsolationPlan
+from fleet.burnin.reads.device import repair_checks
 from fleet.demo.simulation import fabric_fault_members
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import Repair
-from fleet_rules.vocabulary import DeviceState, IsolationStatus
+from fleet_rules.vocabulary import DeviceState, IsolationStatus, RepairPartCheck
 from tests.helpers import REPO, fleet_env, free_port
 
 #: The story runs for minutes on a loaded machine: more than the suite's 300 s a test.
@@ -68,7 +69,11 @@ def test_the_demo_finds_the_nvl72_domain_s_culprit_and_accepts_every_tray(transa
     culprits = set(DeviceDiagnosis.objects.filter(plan=plan).values_list("device__hostname", flat=True))
     trays = Device.objects.filter(memberships__topology__label=DOMAIN).values_list("hostname", flat=True)
     assert set(fabric_fault_members(SEED, {DOMAIN: list(trays)})) <= culprits, "isolation named the seed's faulty tray"
-    assert Repair.objects.filter(device__hostname__in=culprits).count() >= len(culprits)
+    repairs = list(Repair.objects.filter(device__hostname__in=culprits))
+    assert len(repairs) >= len(culprits)
+    # Each culprit's repair matches the hardware its re-burn-in read ("✓ gpu N: installed … is reported").
+    checks = [c for r in repairs for c in repair_checks(r.device_id, [r]).get(r.id, [])]
+    assert checks and all(c.outcome == RepairPartCheck.SEEN for c in checks), [c.text for c in checks]
     log = _tail(out, err, 10**9)
     assert f"lon-1/{DOMAIN}: nvl72-nccl failed" in log and "re-running it cannot help" in log
     told = [line for line in log.splitlines() if f"lon-1/{DOMAIN}:" in line]
