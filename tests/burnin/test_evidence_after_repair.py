@@ -1,6 +1,6 @@
 """Issue 43, item 10: the evidence after a repair. A device accepted after its repair has no failing
 target any more, so its pack holds none; the evidence that sent it to repair stays reachable from
-that repair — the pack as of when the repair was recorded (`?repair=<id>`), signed like any pack,
+that repair — the pack as of when the repair was recorded (`?repair_id=<id>`), signed like any pack,
 linked from the device page."""
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def test_a_repair_s_pack_holds_the_failures_that_sent_the_device_to_repair(repai
     device, repair, failures, _ = repaired
 
     now, _ = _manifest(viewer, device)
-    then, pack = _manifest(viewer, device, f"?repair={repair.id}")
+    then, pack = _manifest(viewer, device, f"?repair_id={repair.id}")
 
     # Today the device passes: its pack has no failing target, and lists the repair.
     assert now["targets"] == []
@@ -70,8 +70,8 @@ def test_a_repair_s_pack_holds_the_failures_that_sent_the_device_to_repair(repai
 def test_a_repair_of_another_device_is_a_404_and_a_malformed_one_a_400(repaired, viewer):  # noqa: F811
     device, _, _, elsewhere = repaired
 
-    assert viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/?repair={elsewhere.id}").status_code == 404
-    assert viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/?repair=not-a-uuid").status_code == 400
+    assert viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/?repair_id={elsewhere.id}").status_code == 404
+    assert viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/?repair_id=not-a-uuid").status_code == 400
 
 
 def test_the_device_page_links_each_repair_s_evidence(repaired, viewer):  # noqa: F811
@@ -79,4 +79,4 @@ def test_the_device_page_links_each_repair_s_evidence(repaired, viewer):  # noqa
 
     page = viewer.get(f"/sites/lon-1/devices/{device.hostname}/").content.decode()
 
-    assert f'href="/api/v1/devices/{device.id}/evidence-pack/?repair={repair.id}"' in page
+    assert f'href="/api/v1/devices/{device.id}/evidence-pack/?repair_id={repair.id}"' in page

@@ -22,7 +22,7 @@ from fleet.inventory.identity import actor_label, caller_satellite
 
 DEVICE_ID = OpenApiParameter("device_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
 REPAIR = OpenApiParameter(
-    "repair",
+    "repair_id",
     OpenApiTypes.UUID,
     OpenApiParameter.QUERY,
     required=False,
@@ -69,7 +69,7 @@ class DeviceEvidencePackView(APIView):
     def get(self, request: Request, device_id: UUID) -> HttpResponse:
         if caller_satellite(request.user) is not None:
             raise PermissionDeniedError("Evidence packs are for operators: a satellite's client cannot fetch them.")
-        repair = _repair_id(request.query_params.get("repair"))
+        repair = _repair_id(request.query_params.get(REPAIR.name))
         pack = evidence_pack_build(device_id=device_id, generated_by=actor_label(request.user), repair_id=repair)
         response = HttpResponse(pack.content, content_type="application/zip")
         # The name is built from letters, digits, `.`, `_` and `-` only (fleet_rules.evidence_pack).
@@ -85,4 +85,4 @@ def _repair_id(raw: str | None) -> UUID | None:
     try:
         return UUID(raw)
     except ValueError:
-        raise ValidationError({"repair": ["Not a repair id (a UUID)."]}) from None
+        raise ValidationError({REPAIR.name: ["Not a repair id (a UUID)."]}) from None
