@@ -19,8 +19,9 @@ from django.db import connection
 from fleet.burnin.fragments import counted_failure_sql
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
+from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
 from fleet.lifecycle.models import Repair
-from fleet.lifecycle.services import AutomaticMove, Guarded, guarded_repair_moves_apply
+from fleet.lifecycle.services import AutomaticMove
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules import lifecycle as rules
 from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, TransitionCause

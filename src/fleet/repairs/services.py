@@ -20,9 +20,12 @@ from fleet.burnin.repair_due import failed_targets_judge
 from fleet.burnin.reruns.load import lock_involved_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, NotFoundError
+from fleet.core.locks import lock_keys_in_order
+from fleet.core.models import new_uuid
 from fleet.inventory.models import Device, Site
+from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
-from fleet.lifecycle.services import AutomaticMove, Guarded, device_transition, guarded_repair_moves_apply
+from fleet.lifecycle.services import AutomaticMove, Move, transitions_apply
 from fleet_rules import lifecycle as rules
 from fleet_rules.vocabulary import DeviceState, Mover, PlanningMode, RepairRerun, TransitionCause
 
@@ -47,44 +50,45 @@ def repair_record(
     # target) order, then their devices — so the two wait for each other, never in a circle; a
     # refused repair rolls the reset back.
     rows = PolicyProgress.objects.filter(device_id=device_id)
-    list(
-        rows.order_by(Collate(F("requirement__name"), "C"), "target_id")
-        .select_for_update(no_key=True, of=("self",))
-        .values_list("id", flat=True)
-    )
+    lock_keys_in_order(rows, Collate(F("requirement__name"), "C"), "target_id")
     rows.update(outcomes=0)
     # The device and the rack mates its re-burn-in involves, locked in primary-key order as every
     # writer of devices locks them: locking the device alone first, then its rack mates (in the
     # dispatch), deadlocked against a dispatch of the rack.
     lock_involved_devices([device_id])
-    device = Device.objects.select_related("site").get(id=device_id)
-    refused = rules.refusal(device.state, DeviceState.BURN_IN, Mover.SYSTEM, TransitionCause.REPAIR)
-    if refused is not None:
+    # The lifecycle's writer checks and makes the move (once); the repair it refers to is written
+    # only when it moved.
+    now, repair_id = timezone.now(), new_uuid()
+    move = Move(
+        device_id,
+        DeviceState.BURN_IN,
+        Mover.SYSTEM,
+        TransitionCause.REPAIR,
+        actor,
+        summary,
+        {"repair": str(repair_id)},
+    )
+    for refused in transitions_apply([move], now=now).refused:
+        if refused.state is None:
+            raise NotFoundError(refused.why)
         raise Conflict(
-            f"{device.hostname} is {device.state}: only a device in needs_repair or maintenance is repaired "
+            f"{refused.hostname} is {refused.state}: only a device in needs_repair or maintenance is repaired "
             "(a repair brings it back to burn-in)."
         )
+    device = Device.objects.select_related("site").get(id=device_id)
     repair = Repair.objects.create(
+        id=repair_id,
         device=device,
         summary=summary.strip(),
         parts=list(parts),
         actor=actor,
-        created_at=timezone.now(),
+        created_at=now,
         rerun_mode=rerun,
-    )
-    changed = device_transition(
-        device_id=device.id,
-        to=DeviceState.BURN_IN,
-        mover=Mover.SYSTEM,
-        cause=TransitionCause.REPAIR,
-        actor=actor,
-        reason=summary,
-        refs={"repair": str(repair.id)},
     )
     outcome = rerun_dispatch(site=device.site, device_ids=[device.id], mode=RERUN_MODES[rerun], requested_by=actor)
     repair.job_ids = [str(j.job_id) for j in outcome.created_jobs]
     repair.save(update_fields=["job_ids"])
-    return Recorded(repair, changed.device, outcome)
+    return Recorded(repair, device, outcome)
 
 
 @dataclass(frozen=True)
