@@ -11,6 +11,7 @@ from fleet.inventory.models import Device
 from fleet.jobs.models import Job
 from fleet.jobs.services import job_finish
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
+from fleet_rules.readable import outcome_text
 from fleet_rules.vocabulary import DeviceState, JobStatus, PlanningMode, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
 
@@ -206,3 +207,27 @@ def test_the_failures_list_counts_attempts_since_the_repair(world, bearer):
         job_finish(job_id=job_id, outcome=JobStatus.CANCELLED)
     fail_in_a_job(2)
     assert [f.attempts for f in site_failures(world.site, FailureFilters(), order="target", limit=10)[0]] == [2]
+
+
+def test_the_repair_queue_s_reason_for_failing_too_often_says_what_was_measured_against_what(fleet, bearer):
+    """The reason an operator reads names the measurement that failed beside the count, in the words
+    the failures list uses for the same execution (`busbw_gbps 377.75 GB/s is below ≥ 420 GB/s`)."""
+    site = fleet.site("lon-1")
+    satellite = fleet.satellite(site, "sat-a", workflows=list(WorkflowName.values))
+    nccl = fleet.requirement(
+        fleet.policy(RC),
+        "nccl-in-node",
+        test="nccl-all-reduce",
+        thresholds=[{"metric": "busbw_gbps", "comparator": "gte", "threshold": 420}],
+    )
+    device = fleet.device(satellite, RC, hostname="n00")
+    for _ in range(3):
+        evaluate_now(fleet.execution(nccl, device=device, metrics={"busbw_gbps": {"value": 377.75, "unit": "GB/s"}}))
+        sweep(satellite)
+    (queued,) = bearer(OPERATOR).get(f"/api/v1/burn-in/sites/{site.id}/repair-queue/").json()["results"]
+    (failure,), _ = site_failures(site, FailureFilters())
+    (rule,) = failure.rules
+    said = outcome_text(rule, failure.units[rule.metric])
+    assert said == "busbw_gbps 377.75 GB/s is below ≥ 420 GB/s (−10.1 %)"
+    assert queued["cause"] == "failed_too_often" and queued["reason"].startswith("nccl-in-node failed 3 times")
+    assert said in queued["reason"], queued["reason"]
