@@ -2,12 +2,13 @@
 too often, culprit isolation and a fatal Xid send devices to `needs_repair` through the lifecycle's
 writer (`fleet.lifecycle.services.transitions_apply`) unless too many of one scope would go at once
 (`fleet_rules.lifecycle.breaker_decide`); then the breaker opens and holds every further one
-(recorded as `held_by_breaker`) until an operator closes it."""
+(recorded as `held_by_breaker`) until an operator closes it (`breaker_close`): then what it held goes
+through, and its window starts over from the close."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
 from uuid import UUID
@@ -15,11 +16,12 @@ from uuid import UUID
 from django.db import connection
 from django.utils import timezone
 
+from fleet.core.exceptions import NotFoundError
 from fleet.core.locks import locked_sql
 from fleet.core.statements import Statement
 from fleet.lifecycle import metrics
 from fleet.lifecycle.models import Breaker, DeviceStateChange
-from fleet.lifecycle.services import SYSTEM, TABLES, AutomaticMove, Moved, json_refs, sql, transitions_apply
+from fleet.lifecycle.services import SYSTEM, TABLES, Applied, AutomaticMove, Moved, json_refs, sql, transitions_apply
 from fleet_rules import lifecycle as rules
 from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
@@ -81,7 +83,9 @@ SELECT d.id AS device_id, d.hostname, d.site_id, s.slug AS site_slug, d.resource
         WHERE e.site_id = d.site_id AND e.resource_class = d.resource_class AND {enrolled}) AS enrolled,
        (SELECT count(*) FROM {change} h JOIN {device} e ON e.id = h.device_id
         WHERE h.to_state = %(needs_repair)s AND NOT h.held AND h.cause = ANY(%(guarded)s)
-          AND h.at > %(now)s - COALESCE(pol.breaker_window, %(window)s)
+          AND h.at > GREATEST(%(now)s - COALESCE(pol.breaker_window, %(window)s), (
+              SELECT max(b.closed_at) FROM {breaker} b
+              WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class))
           AND e.site_id = d.site_id AND e.resource_class = d.resource_class) AS recent,
        EXISTS (SELECT 1 FROM {breaker} b
                WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class AND b.closed_at IS NULL)
@@ -202,6 +206,36 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
     if opened:
         Breaker.objects.bulk_create(opened, ignore_conflicts=True)
     return Guarded(moved, held, opened)
+
+
+@dataclass(frozen=True)
+class Closed:
+    """A breaker closed by an operator, and what became of the moves it let through."""
+
+    breaker: Breaker
+    applied: Applied
+
+
+def breaker_close(*, breaker: Breaker, actor: str, reason: str, admitted: Sequence[AutomaticMove]) -> Closed:
+    """Close an open breaker: the operator looked, and the hardware really is broken. The moves it
+    held that still stand (`admitted`, judged by the caller) go through at once, whatever the
+    limit, and the scope's window starts over from the close (`BREAKER_FACTS` counts the moves made
+    after a scope's last close): neither the moves that tripped it nor those it lets through now
+    trip it again. In the caller's transaction, in the lock order (`fleet.core.locks`): the devices,
+    the scope, then the breaker, closed by compare-and-set (404 when it is closed already)."""
+    now = timezone.now()
+    moves = [replace(m, refs={**m.refs, "breaker": str(breaker.id)}) for m in admitted]
+    with connection.cursor() as cursor:
+        if moves:
+            LOCK_DEVICES.rows(cursor, {"devices": ",".join(str(m.device_id) for m in moves)})
+        LOCK_SCOPES.rows(cursor, {"keys": [_scope_key(Scope(breaker.site_id, breaker.resource_class))]})
+    closed = Breaker.objects.filter(id=breaker.id, closed_at__isnull=True).update(
+        closed_at=now, closed_by=actor, close_reason=reason.strip()
+    )
+    if not closed:
+        raise NotFoundError(f"The breaker of {breaker.resource_class} was closed meanwhile.")
+    breaker.refresh_from_db()
+    return Closed(breaker, transitions_apply([m.requested() for m in moves], now=now))
 
 
 def _duration(window: timedelta) -> str:

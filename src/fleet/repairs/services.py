@@ -16,14 +16,14 @@ from django.db.models.functions import Collate
 from django.utils import timezone
 
 from fleet.burnin.models import PolicyProgress
-from fleet.burnin.repair_due import failed_targets_judge
+from fleet.burnin.repair_due import failed_targets_moves
 from fleet.burnin.reruns.load import lock_involved_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.core.locks import lock_keys_in_order
 from fleet.core.models import new_uuid
 from fleet.inventory.models import Device, Site
-from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
+from fleet.lifecycle.breakers import Guarded, breaker_close
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
 from fleet.lifecycle.services import AutomaticMove, Move, transitions_apply
 from fleet_rules import lifecycle as rules
@@ -99,39 +99,35 @@ class Reset:
 
 @transaction.atomic
 def breaker_reset(*, site: Site, resource_class: str, actor: str, reason: str) -> Reset:
-    """Close the open breaker of a site × class (404 when none is open) and judge again the moves it
-    held: each held device still failing too often goes to repair now (behind the closed breaker)."""
-    breaker = (
-        Breaker.objects.select_for_update()
-        .filter(site=site, resource_class=resource_class, closed_at__isnull=True)
-        .first()
-    )
+    """Close the open breaker of a site × class (404 when none is open): the operator says the
+    hardware really is broken. What it held goes to repair now — a device held for failing too often
+    if it still does since its last repair (counted again), one held for a fatal Xid or named by
+    isolation as it was held (those stay facts) — and its window starts over from the reset."""
+    breaker = Breaker.objects.filter(site=site, resource_class=resource_class, closed_at__isnull=True).first()
     if breaker is None:
         raise NotFoundError(f"No open breaker for {resource_class} at {site.slug}.")
-    breaker.closed_at, breaker.closed_by, breaker.close_reason = timezone.now(), actor, reason.strip()
-    breaker.save(update_fields=["closed_at", "closed_by", "close_reason"])
-    held = DeviceStateChange.objects.filter(
-        held=True,
-        device__site=site,
-        device__resource_class=resource_class,
-        at__gte=breaker.opened_at,
-        device__state__in=[s.value for s in rules.transition_sources(DeviceState.NEEDS_REPAIR)],
-    ).values_list("device_id", "refs", "reason")
-    pairs = {(device_id, UUID(refs["requirement_id"])) for device_id, refs, _ in held if refs.get("requirement_id")}
-    rejudged = failed_targets_judge(pairs)
-    # A fatal Xid stays a fact: the moves the breaker held for one go through now (behind the closed breaker).
-    fatal = [
-        AutomaticMove(
-            device_id,
-            DeviceState.NEEDS_REPAIR,
-            TransitionCause.FATAL_XID,
-            reason,
-            {k: v for k, v in refs.items() if k != "held_cause"},
+    held = (
+        DeviceStateChange.objects.filter(
+            held=True,
+            device__site=site,
+            device__resource_class=resource_class,
+            at__gte=breaker.opened_at,
+            device__state__in=[s.value for s in rules.transition_sources(DeviceState.NEEDS_REPAIR)],
         )
-        for device_id, refs, reason in held
-        if refs.get("held_cause") == TransitionCause.FATAL_XID.value
-    ]
-    if fatal:
-        more = guarded_repair_moves_apply(fatal)
-        rejudged = Guarded(rejudged.moved + more.moved, rejudged.held + more.held, rejudged.opened + more.opened)
-    return Reset(breaker, rejudged)
+        .order_by("device_id", "-at", "-id")
+        .distinct("device_id")
+        .values_list("device_id", "refs", "reason")
+    )
+    failing: set[tuple[UUID, UUID]] = set()
+    facts: list[AutomaticMove] = []
+    for device_id, refs, why in held:
+        cause = TransitionCause(refs.get("held_cause", TransitionCause.FAILED_TOO_OFTEN))
+        if cause == TransitionCause.FAILED_TOO_OFTEN:
+            if refs.get("requirement_id"):
+                failing.add((device_id, UUID(refs["requirement_id"])))
+            continue
+        kept = {k: v for k, v in refs.items() if k != "held_cause"}
+        facts.append(AutomaticMove(device_id, DeviceState.NEEDS_REPAIR, cause, why, kept))
+    admitted = failed_targets_moves(failing) + facts
+    closed = breaker_close(breaker=breaker, actor=actor, reason=reason, admitted=admitted)
+    return Reset(closed.breaker, Guarded(closed.applied.moved, [], []))
