@@ -183,16 +183,16 @@ def test_a_window_whose_kernel_log_or_counters_cannot_be_read_is_errored_never_p
     xml = (FIXTURES / "nvidia_smi_q_x_r590_dual_a5000.xml").read_text()
     target = Target("dev-1", "a01-n01", H200)
     cases = [
-        (Broken(nvidia_smi=Reading(xml)), "the kernel log could not be read: not configured"),
+        (Broken(gpu_health=Reading(xml)), "the kernel log could not be read: not configured"),
         (
             Broken(
-                nvidia_smi=Reading(xml),
+                gpu_health=Reading(xml),
                 kernel_log=Reading((FIXTURES / "kernel_log_sxid_unreadable_code.log").read_text()),
             ),
             "sxid whose code cannot be read",
         ),
         (
-            Broken(nvidia_smi=Reading((FIXTURES / "nvidia_smi_q_x_r590_dual_a5000_truncated.xml").read_text())),
+            Broken(gpu_health=Reading((FIXTURES / "nvidia_smi_q_x_r590_dual_a5000_truncated.xml").read_text())),
             "the health snapshot at the start of the window could not be read: nvidia-smi: nvidia-smi XML is malformed",
         ),
     ]
@@ -209,7 +209,7 @@ def test_a_gpu_missing_after_the_window_gives_no_ecc_delta() -> None:
     text = text.replace("<sram_uncorrectable_secded>N/A<", "<sram_uncorrectable_secded>0<")
     one = text[: text.index('<gpu id="00000000:C1:00.0">')] + "</nvidia_smi_log>\n"
     before = HealthSnapshot(datetime.now(UTC), parse_health(text))
-    source = Broken(nvidia_smi=Reading(one), kernel_log=Reading("", source="journalctl"))
+    source = Broken(gpu_health=Reading(one), kernel_log=Reading("", source="journalctl"))
 
     outcome = health_window(source, window_run(Target("d", "h", H200), health_before=before))  # type: ignore[arg-type]
 
@@ -221,7 +221,7 @@ def test_a_gpu_missing_after_the_window_gives_no_ecc_delta() -> None:
 def test_the_events_carried_are_bounded_but_the_counts_are_complete() -> None:
     xml = (FIXTURES / "nvidia_smi_q_x_r590_dual_a5000.xml").read_text()
     line = "NVRM: Xid (PCI:0000:81:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
-    source = Broken(nvidia_smi=Reading(xml), kernel_log=Reading(line * (MAX_XID_EVENTS + 50), source="dmesg"))
+    source = Broken(gpu_health=Reading(xml), kernel_log=Reading(line * (MAX_XID_EVENTS + 50), source="dmesg"))
 
     outcome = health_window(source, window_run(Target("d", "h", H200)))  # type: ignore[arg-type]
 
@@ -487,7 +487,7 @@ def test_a_fatal_event_after_many_others_still_travels() -> None:
     noise = "NVRM: Xid (PCI:0000:81:00): 13, pid=1234, name=python, Graphics Exception: ESR 0x50\n"
     fatal = "NVRM: Xid (PCI:0000:81:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.\n"
     log = Reading(noise * (MAX_XID_EVENTS + 50) + fatal, source="dmesg")
-    source = Broken(nvidia_smi=Reading(xml), kernel_log=log)
+    source = Broken(gpu_health=Reading(xml), kernel_log=log)
 
     outcome = health_window(source, window_run(Target("d", "h", H200)))  # type: ignore[arg-type]
 

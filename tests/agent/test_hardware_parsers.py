@@ -494,6 +494,6 @@ def test_the_hardware_parsers_are_registered_by_name(name: str, fixture_name: st
 
 
 def test_a_fact_parser_cannot_be_a_tests_parser() -> None:
-    assert {"nvidia-smi-xml-inventory", "ibstat", "dmi-id"} == FACT_PARSERS
+    assert {"nvidia-smi-xml-inventory", "amd-smi-static", "ibstat", "dmi-id"} == FACT_PARSERS
     with pytest.raises(ValueError, match="commands.gpu-health.parser: ibstat reads hardware facts"):
         prepare_commands({"gpu-health": {"template": "ibstat", "parser": "ibstat"}})

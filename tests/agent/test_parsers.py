@@ -287,7 +287,7 @@ def test_nvbandwidth_degraded_nvlink_shows_in_the_d2d_minimum_and_fails_its_thre
 
     assert metrics["d2d_gbps"]["statistics"]["min"] == 183.74
     assert result["passed"] is False
-    assert result["reason"] == "d2d_gbps.min: 183.74 is not gte 335"
+    assert result["reason"] == "d2d_gbps.min: 183.74 is not ≥ 335"
 
 
 def test_nvbandwidth_pools_ce_and_sm_runs_of_one_direction() -> None:
@@ -375,7 +375,7 @@ def test_nvidia_smi_pending_remap_is_counted_and_an_na_counter_fails_closed() ->
     assert metrics["ecc_pending_row_remaps"]["statistics"]["max"] == 1
     assert metrics["sram_uncorrectable_errors"] == {}
     assert result["reason"] == (
-        "ecc_pending_row_remaps.max: 1 is not eq 0; sram_uncorrectable_errors.max: statistic missing"
+        "ecc_pending_row_remaps.max: 1 is not = 0; sram_uncorrectable_errors.max: statistic missing"
     )
 
 
@@ -506,7 +506,7 @@ def test_nccl_tests_2_13_plus_wrong_counts_printed_with_g_are_data_corruption_no
     result = evaluate(
         status="completed", metrics=corrupted, rules=[{"metric": "wrong", "comparator": "eq", "threshold": 0}]
     )
-    assert result["passed"] is False and result["reason"] == "wrong: 4294960000 is not eq 0"
+    assert result["passed"] is False and result["reason"] == "wrong: 4294960000 is not = 0"
 
 
 def test_a_log_of_several_collectives_is_read_for_the_one_the_requirement_names() -> None:

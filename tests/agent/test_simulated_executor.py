@@ -73,7 +73,7 @@ MULTI_NODE = {rc: next(req for req in reqs if req.multi_node) for rc, reqs in RE
 
 
 def target(device_id: str, resource_class: str) -> Target:
-    return Target(device_id=device_id, hostname=f"host-{device_id}", resource_class=resource_class)
+    return Target(device_id=device_id, hostname=device_id, resource_class=resource_class)
 
 
 def run_of(requirement: Requirement, *targets: Target, topology: str | None = None) -> TestRun:

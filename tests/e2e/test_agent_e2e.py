@@ -28,8 +28,8 @@ def choose_seed(devices) -> tuple[int, SimulatedExecutor]:
     racks = {d.hostname[:3] for d in devices}
     for seed in range(1, 1000):
         simulator = SimulatedExecutor(seed=seed, faulty_share=FAULTY_SHARE)
-        faults = [f for d in devices if (f := simulator.fault_of(str(d.id))) and f.tests & single_node_tests]
-        faulty_racks = {d.hostname[:3] for d in devices if simulator.fault_of(str(d.id))}
+        faults = [f for d in devices if (f := simulator.fault_of(d.hostname)) and f.tests & single_node_tests]
+        faulty_racks = {d.hostname[:3] for d in devices if simulator.fault_of(d.hostname)}
         if any(f.permanent for f in faults) and any(not f.permanent for f in faults) and racks - faulty_racks:
             return seed, simulator
     raise AssertionError("no seed gives both kinds of fault")
@@ -43,7 +43,7 @@ def expected_failures(devices, simulator, *, attempt: int) -> set[tuple[str, str
     )
     failing = set()
     for device in devices:
-        fault = simulator.fault_of(str(device.id))
+        fault = simulator.fault_of(device.hostname)
         if fault and fault.active(attempt):
             failing |= {(device.hostname, name) for name, test in tests.items() if test in fault.tests}
     return failing
@@ -106,8 +106,11 @@ def test_jobs_run_evaluate_reconcile_and_reruns_fix_only_transient_faults(stack)
             "topology__label", "verdict"
         )
     )
+    hostnames = {str(d.id): d.hostname for d in devices}
     healthy_racks = {
-        j["topology"]["label"] for j in racks if not any(simulator.fault_of(device_id) for device_id in j["device_ids"])
+        j["topology"]["label"]
+        for j in racks
+        if not any(simulator.fault_of(hostnames[device_id]) for device_id in j["device_ids"])
     }
     assert healthy_racks and all(rack_verdicts[label] == "passed" for label in healthy_racks)
     assert not JobDevice.objects.filter(active=True).exists()

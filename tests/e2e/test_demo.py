@@ -10,8 +10,10 @@ import pytest
 from django.conf import global_settings
 
 from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.burnin.reads.device import repair_checks
 from fleet.jobs.models import JobDevice
 from fleet.lifecycle.models import DeviceStateChange, Repair
+from fleet_rules.vocabulary import RepairPartCheck
 from tests.helpers import REPO, fleet_env, free_port
 
 pytestmark = pytest.mark.e2e
@@ -75,16 +77,30 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     assert not granian, granian[:3]  # the HTTP server's own lines in its own format
     served = [line for line in result.stdout.splitlines() if line.startswith("Serving fleet-burnin")]
     assert not served, served  # that line is a log line now (stderr)
-    assert re.search(r"^\S+ \S+ INFO fleet\.demo: dispatched \d+ job", result.stdout, re.M), result.stdout[-3000:]
+    # What a rerun created, in words that cannot be read as one job on every device.
+    assert re.search(
+        r"^\S+ \S+ INFO fleet\.demo: rerun at lon-1: \d+ jobs?: \d+ single-device job", result.stdout, re.M
+    ), result.stdout[-3000:]
     # The failing targets are named with their reasons; after one failure (--max-attempts 1) the
     # service sends the device to repair, the demo's technician repairs it, and it burns in again.
     assert re.search(r"✗ lon-1/\S+ \S+ \(attempt 1\): \S+", result.stdout), result.stdout[-3000:]
     needs = re.findall(r"needs repair (lon-1/\S+): ", result.stdout)
     assert needs, result.stdout[-3000:]
     assert len(needs) == len(set(needs)) or "repaired" in result.stdout  # each step said once a round
-    repaired = re.findall(r"repair recorded (lon-1/\S+): swapped GPU \d; burning in again \(", result.stdout)
+    repaired = re.findall(
+        r"repair recorded (lon-1/\S+): swapped GPU \d \(serial \d+ → \d+\); burning in again \(", result.stdout
+    )
     assert repaired and set(repaired) <= set(needs), result.stdout[-3000:]
     assert Repair.objects.filter(device__hostname=repaired[0].split("/")[1]).exists()
+    # The technician's swap is the simulated hardware's: what the repair records is what the
+    # hardware reports after it (the device page's "✓ gpu N: installed … is reported", never a mismatch).
+    checked = [
+        check
+        for repair in Repair.objects.select_related("device")
+        for check in repair_checks(repair.device_id, [repair]).get(repair.id, [])
+    ]
+    read = [c for c in checked if c.outcome != RepairPartCheck.NOT_READ_YET]  # a re-burn-in that ran by now
+    assert all(c.outcome == RepairPartCheck.SEEN and not c.mismatch for c in read), [c.text for c in read]
     assert DeviceStateChange.objects.filter(cause="repair").exists()
     verdicts = set(PolicyProgress.objects.values_list("verdict", flat=True))
     assert "passed" in verdicts

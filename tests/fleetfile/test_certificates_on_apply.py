@@ -125,13 +125,22 @@ def test_what_if_predicts_exactly_the_flips_and_supersessions_a_real_apply_then_
                 "resource_class": "gpu.x",
                 "requirement": "hbm-bandwidth",
                 "target": hostname,
+                "target_kind": "device",
                 "from": "passed",
                 "to": "failed",
                 "rules": [
-                    {"metric": "hbm_tbps", "statistic": "min", "value": value, "comparator": "gte", "threshold": 3.4}
+                    {
+                        "metric": "hbm_tbps",
+                        "statistic": "min",
+                        "value": value,
+                        "comparator": "gte",
+                        "threshold": 3.4,
+                        "unit": "TB/s",
+                        "text": f"hbm_tbps.min {value} TB/s is below ≥ 3.4 TB/s ({margin})",
+                    }
                 ],
             }
-            for hostname, value in (("n1", 3.1), ("n2", 3.3))
+            for hostname, value, margin in (("n1", 3.1, "−8.8 %"), ("n2", 3.3, "−2.9 %"))
         ],
         "certificates_superseded": 2,
         "breakers": [],  # 2 of 4: within the breaker's floor of 3
@@ -139,7 +148,7 @@ def test_what_if_predicts_exactly_the_flips_and_supersessions_a_real_apply_then_
     text = io.StringIO()
     call_command("apply", "-f", str(candidate), "--what-if", stdout=text)
     assert "lon-1 · gpu.x · hbm-bandwidth" in text.getvalue()
-    assert "n1: passed → failed (hbm_tbps.min 3.1 gte 3.4)" in text.getvalue()
+    assert "n1: passed → failed (hbm_tbps.min 3.1 TB/s is below ≥ 3.4 TB/s (−8.8 %))" in text.getvalue()
 
     # The real apply, the agent's re-evaluation and a sweep make exactly those flips.
     call_command("apply", "-f", str(candidate), stdout=io.StringIO())

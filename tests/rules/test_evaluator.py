@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from fleet_rules.evaluator import evaluate, payload_json
+from fleet_rules.readable import COMPARATOR_SIGNS
 
 SPEC = Path(__file__).resolve().parents[1] / "contract" / "spec" / "evaluation-results-upsert.yaml"
 
@@ -59,7 +60,7 @@ def test_each_comparator_judges_the_value_at_and_around_its_boundary(
             "statistic_evaluations": None,
         }
     }
-    assert result["reason"] == (None if passed else f"m: {value!r} is not {comparator} {threshold!r}")
+    assert result["reason"] == (None if passed else f"m: {value!r} is not {COMPARATOR_SIGNS[comparator]} {threshold!r}")
 
 
 @pytest.mark.parametrize(("minimum", "passed"), [(48.2, True), (48, True), (47.9, False)])
@@ -129,8 +130,8 @@ def test_nan_value_fails_its_rule_even_against_a_comparator_nan_would_slip_throu
     ("value", "comparator", "passed", "reason"),
     [
         ("H200", "eq", True, None),
-        ("H100", "eq", False, 'gpu_model: "H100" is not eq "H200"'),
-        ("h200", "eq", False, 'gpu_model: "h200" is not eq "H200"'),
+        ("H100", "eq", False, 'gpu_model: "H100" is not = "H200"'),
+        ("h200", "eq", False, 'gpu_model: "h200" is not = "H200"'),
         ("H200", "gte", False, "gpu_model: string thresholds compare only with eq"),
         ("H200", "lt", False, "gpu_model: string thresholds compare only with eq"),
         (200, "eq", False, 'gpu_model: type mismatch: 200 is not a string like the threshold "H200"'),
@@ -205,7 +206,7 @@ def test_one_failing_statistic_fails_its_metric_while_its_other_rules_still_pass
     )
 
     assert result["passed"] is False
-    assert result["reason"] == "busbw_gbps.min: 690.5 is not gte 700"
+    assert result["reason"] == "busbw_gbps.min: 690.5 is not ≥ 700"
     assert result["metric_evaluations"] == {
         "busbw_gbps": {
             "passed": False,
@@ -239,7 +240,7 @@ def test_the_reason_lists_every_failed_rule_in_sorted_order() -> None:
     )
 
     assert result["reason"] == (
-        "busbw_gbps: 420.5 is not gte 431; d2d_gbps.min: 180.25 is not gte 335; "
+        "busbw_gbps: 420.5 is not ≥ 431; d2d_gbps.min: 180.25 is not ≥ 335; "
         "ecc_pending_row_remaps.max: metric missing; h2d_gbps.min: statistic missing"
     )
 

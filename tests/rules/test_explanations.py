@@ -37,15 +37,15 @@ EVALUATIONS = {
 
 def test_a_failing_statistic_reads_as_the_operator_wants_it():
     (hbm,) = [o for o in failing_rules(EVALUATIONS, METRICS) if o.metric == "hbm_bandwidth_tbps"]
-    assert hbm.describe() == "hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)"
+    assert hbm.describe() == "hbm_bandwidth_tbps.min 2.932 is below ≥ 3.6 (−18.6 %)"
     assert hbm.margin == pytest.approx(-0.18555, abs=1e-4)
 
 
 def test_a_zero_threshold_has_no_margin_and_a_missing_value_says_so():
     by_name = {o.name: o for o in rule_outcomes(EVALUATIONS, METRICS)}
-    assert by_name["diag_failed_tests"].describe() == "diag_failed_tests 2 > 0"
+    assert by_name["diag_failed_tests"].describe() == "diag_failed_tests 2 is above = 0"
     assert by_name["diag_failed_tests"].margin is None
-    assert by_name["busbw_gbps"].describe() == "busbw_gbps missing (needs gte 350)"
+    assert by_name["busbw_gbps"].describe() == "busbw_gbps missing (needs ≥ 350)"
 
 
 def test_failing_rules_come_first_and_passing_ones_are_kept():
@@ -56,7 +56,7 @@ def test_failing_rules_come_first_and_passing_ones_are_kept():
         "diag_failed_tests",
         "hbm_bandwidth_tbps.min",
     ]
-    assert outcomes[-1].describe() == "hbm_bandwidth_tbps.mean 3.3 > 3 (+10.0 %)"
+    assert outcomes[-1].describe() == "hbm_bandwidth_tbps.mean 3.3 is above ≥ 3 (+10.0 %)"
 
 
 @pytest.mark.parametrize(

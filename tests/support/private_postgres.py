@@ -42,8 +42,7 @@ def _bin_dir() -> Path | None:
 def postgres_bin_dir() -> Path:
     found = _bin_dir()
     if found is None:
-        with system._lock:
-            problem = system._install(["postgresql"])
+        problem = system.apt_install(["postgresql"], unless=lambda: _bin_dir() is not None)
         found = _bin_dir()
         if found is None:
             unavailable(

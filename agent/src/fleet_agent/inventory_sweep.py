@@ -21,6 +21,7 @@ from typing import Any
 from fleet_agent.client import FleetClient
 from fleet_agent.executors.base import Target
 from fleet_agent.executors.hardware import HardwareSource, collect_inventory
+from fleet_agent.gpus import gpu_vendor
 from fleet_agent.node_gate import node_states
 
 logger = logging.getLogger("fleet_agent.inventory_sweep")
@@ -58,7 +59,8 @@ def read_inventory(source: HardwareSource, target: Target) -> tuple[dict[str, An
         inventory = collect_inventory(source, target)
     except Exception as exc:  # a source must not raise; if one does, this device is skipped, not the sweep
         return None, f"reading its hardware failed: {exc}"
-    gpus = [m for m in inventory["missing"] if m.startswith("nvidia-smi:")]
+    tool = gpu_vendor(target.gpu_vendor).tool
+    gpus = [m for m in inventory["missing"] if m.startswith(f"{tool}:")]
     if gpus:
         return None, f"its GPUs could not be read ({gpus[0]})"
     return inventory, None

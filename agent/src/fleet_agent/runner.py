@@ -21,13 +21,9 @@ from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
-from fleet_agent.executors.hardware import (
-    HEALTH_WINDOW_TEST,
-    HardwareSource,
-    HealthSnapshot,
-    collect_inventory,
-    health_snapshot,
-)
+from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, collect_inventory, health_snapshot
+from fleet_agent.executors.snapshot import HealthSnapshot
+from fleet_agent.gpus import gpu_vendor
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
@@ -390,13 +386,14 @@ class Agent:
         try:
             if not self.config.report_hardware and not window:
                 return JobHardware()
-            gpus = source.read("nvidia_smi", target, phase="before")  # one read for both
-            if self.config.report_hardware:
-                inventory = collect_inventory(source, target, nvidia_smi=gpus)
+            gpus = source.read("gpu_inventory", target, phase="before") if self.config.report_hardware else None
+            if gpus is not None:
+                inventory = collect_inventory(source, target, gpu_inventory=gpus)
                 if inventory["missing"]:
                     logger.warning("inventory of %s: missing %s", target.hostname, "; ".join(inventory["missing"]))
-            if window:
-                before = health_snapshot(source, target, "before", reading=gpus)
+            if window:  # NVIDIA's one reading answers both GPU parts; other vendors read their health tool
+                shared = gpus if gpu_vendor(target.gpu_vendor).health_from_inventory else None
+                before = health_snapshot(source, target, "before", reading=shared)
         except Exception:
             logger.exception("reading the hardware of %s failed", target.hostname)
         return JobHardware(inventory=inventory, since=since, before=before)

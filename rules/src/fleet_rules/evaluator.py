@@ -20,6 +20,7 @@ import operator
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from fleet_rules.readable import COMPARATOR_SIGNS
 from fleet_rules.vocabulary import Comparator, ExecutionStatus
 
 __all__ = ["COMPARATORS", "evaluate", "payload_json"]
@@ -163,7 +164,7 @@ def _why_failed(
     if isinstance(threshold, str):
         if not isinstance(value, str):
             return f"type mismatch: {_show(value)} is not a string like the threshold {_show(threshold)}"
-        return None if value == threshold else f"{_show(value)} is not eq {_show(threshold)}"
+        return None if value == threshold else f"{_show(value)} is not {_sign(Comparator.EQ)} {_show(threshold)}"
     if isinstance(value, bool):
         return f"{_show(value)} is a boolean, not a number"
     if not isinstance(value, int | float):
@@ -172,7 +173,12 @@ def _why_failed(
         return f"{_show(value)} is not a finite number"
     if _NUMERIC_TESTS[comparator](value, threshold):
         return None
-    return f"{_show(value)} is not {comparator} {_show(threshold)}"
+    return f"{_show(value)} is not {_sign(comparator)} {_show(threshold)}"
+
+
+def _sign(comparator: str) -> str:
+    """The comparator as every page writes it (`≥`), in the reason an evaluation stores."""
+    return COMPARATOR_SIGNS.get(comparator, comparator)
 
 
 def _show(value: Any) -> str:

@@ -54,15 +54,12 @@ class RuleOutcome:
             return "<" if self.value < self.threshold else ">" if self.value > self.threshold else "="
         return "=" if self.value == self.threshold else "≠"
 
-    def describe(self) -> str:
-        """`hbm_bandwidth_tbps.min 2.932 < 3.6 (−18.6 %)`, or `… missing` when nothing was measured."""
-        if self.value is None:
-            return f"{self.name} missing (needs {self.comparator} {_show(self.threshold)})"
-        text = f"{self.name} {_show(self.value)} {self.relation} {_show(self.threshold)}"
-        margin = self.margin
-        if margin is not None:
-            text += f" ({'−' if margin < 0 else '+'}{abs(margin) * 100:.1f} %)"
-        return text
+    def describe(self, unit: str = "") -> str:
+        """`hbm_bandwidth_tbps.min 2.932 TB/s is below ≥ 3.6 TB/s (−18.6 %)`, or `… missing (needs ≥ 3.6 TB/s)`:
+        the one wording of a rule's outcome (`fleet_rules.readable.outcome_text`), for terminals as for pages."""
+        from fleet_rules.readable import outcome_text  # readable reads this module's RuleOutcome
+
+        return outcome_text(self, unit)
 
 
 def _show(value: Any) -> str:

@@ -127,6 +127,14 @@ class ExecutionFacts:
 
 
 @dataclass(frozen=True)
+class AsOf:
+    """A pack of the facts before a moment: a repair's, the evidence that sent the device to repair."""
+
+    at: datetime
+    repair_id: UUID
+
+
+@dataclass(frozen=True)
 class FailingTarget:
     """A failed or errored projection row of the device (its own, or one of its topologies')."""
 
@@ -343,10 +351,12 @@ def manifest(
     health_total: int = 0,
     fingerprints: Sequence[FingerprintRecord] = (),
     fingerprints_total: int = 0,
+    as_of: AsOf | None = None,
 ) -> dict[str, Any]:
     """The manifest as the JSON value that is canonicalised and signed. `files` are the pack's
-    other files (path → bytes), listed with their SHA-256; `history` and `repairs` newest first."""
-    document = {
+    other files (path → bytes), listed with their SHA-256; `history` and `repairs` newest first.
+    A pack `as_of` a repair says so: its facts are those the repair was recorded on."""
+    document: dict[str, Any] = {
         "format": FORMAT,
         "generated_at": timestamp(generated_at),
         "generated_by": generated_by,
@@ -425,6 +435,12 @@ def manifest(
             for path, data in sorted(files.items())
         ],
     }
+    if as_of is not None:
+        document["as_of"] = {
+            "at": timestamp(as_of.at),
+            "repair_id": str(as_of.repair_id),
+            "why": "the evidence as it stood when this repair was recorded: what sent the device to repair",
+        }
     return jcs_safe(document)  # type: ignore[no-any-return]
 
 

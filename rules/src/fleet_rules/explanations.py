@@ -37,7 +37,15 @@ VERDICT_SIGNS: dict[Verdict, tuple[str, str]] = {
     Verdict.ERRORED: ("!", "errored"),
     Verdict.IN_PROGRESS: ("◷", "in progress"),
     Verdict.NOT_RUN: ("·", "not run"),
-    Verdict.EXPIRED: ("⌛", "expired"),
+    # ⊘, not ⌛: the hourglass is drawn from an emoji font, which a plain Debian desktop (and its
+    # Chromium) lacks, leaving an empty box; every symbol here is in DejaVu Sans.
+    Verdict.EXPIRED: ("⊘", "expired"),
+}
+
+#: What a verdict means, where a legend says more than its word.
+VERDICT_HINTS: dict[Verdict, str] = {
+    Verdict.ERRORED: "the test could not judge",
+    Verdict.EXPIRED: "a pass older than its requirement's evidence_valid_for",
 }
 
 SKIP_EXPLANATIONS: dict[SkipReason, str] = {

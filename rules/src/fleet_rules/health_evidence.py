@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from fleet_rules.amdgpu import AMDGPU_EVENTS
 from fleet_rules.vocabulary import ThrottleReason
 from fleet_rules.xid import FATAL_SXID, FATAL_XID, XidKind, is_fatal
 
@@ -30,8 +31,8 @@ MAX_ECC_COUNTERS = 64
 
 @dataclass(frozen=True, slots=True)
 class XidEvent:
-    """One kernel-logged Xid or SXid event of a burn-in window: as the agent's kernel-log parser
-    read it, and as the service reads it back from the report."""
+    """One kernel-logged GPU event of a burn-in window (an NVIDIA Xid or SXid, an amdgpu event): as the
+    agent's kernel-log parser read it, and as the service reads it back from the report."""
 
     kind: XidKind
     code: int
@@ -46,11 +47,16 @@ class XidEvent:
     @property
     def meaning(self) -> str | None:
         """What the fatal table says the code means (None for a code it does not list)."""
+        if self.kind is XidKind.AMDGPU:
+            amdgpu = AMDGPU_EVENTS.get(self.code)
+            return amdgpu.meaning if amdgpu is not None else None
         entry = (FATAL_XID if self.kind is XidKind.XID else FATAL_SXID).get(self.code)
         return entry.meaning if entry is not None else None
 
     @property
     def label(self) -> str:
+        if self.kind is XidKind.AMDGPU:
+            return "amdgpu event"
         return f"{'Xid' if self.kind is XidKind.XID else 'SXid'} {self.code}"
 
     def as_json(self) -> dict[str, Any]:

@@ -50,7 +50,7 @@ class JobOutcome:
 
 @dataclass(frozen=True)
 class JobTally:
-    """A job's executions by how they stand (diagnostic runs aside)."""
+    """A job's executions by how they stand (an isolation round's job: its diagnostic runs)."""
 
     expected: int  # tests it was asked to run: requirements × devices (one per requirement for a collective)
     running: int = 0

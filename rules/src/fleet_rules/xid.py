@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from fleet_rules.amdgpu import is_fatal_amdgpu
 from fleet_rules.vocabulary import Vocabulary
 
 __all__ = ["FATAL_SXID", "FATAL_XID", "FatalEvent", "XidKind", "is_fatal"]
@@ -35,10 +36,11 @@ FABRIC_MANAGER_GUIDE = (
 
 
 class XidKind(Vocabulary):
-    """An Xid is logged by a GPU's driver; an SXid by an NVSwitch's."""
+    """An Xid is logged by an NVIDIA GPU's driver; an SXid by an NVSwitch's; an amdgpu event by AMD's driver."""
 
     XID = "xid"
     SXID = "sxid"
+    AMDGPU = "amdgpu"  # the amdgpu driver's RAS, reset and ring events (fleet_rules.amdgpu)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,5 +111,7 @@ FATAL_SXID: Mapping[int, FatalEvent] = {
 
 def is_fatal(kind: XidKind, code: int) -> bool:
     """True when an event of this kind and code moves the device to repair at once."""
+    if kind is XidKind.AMDGPU:
+        return is_fatal_amdgpu(code)
     table = FATAL_XID if kind is XidKind.XID else FATAL_SXID
     return code in table

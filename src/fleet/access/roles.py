@@ -15,6 +15,7 @@ taken away again.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from django.db import transaction
@@ -24,6 +25,44 @@ ROLES = (VIEWER, OPERATOR, ADMIN)
 #: The apps whose objects the fleet's people read.
 FLEET_APPS = ("inventory", "policies", "jobs", "burnin")
 OPERATOR_PERMISSIONS = ("jobs.add_job", "jobs.change_job", "inventory.change_device")
+
+
+NO_ROLE = "no role"
+
+
+#: What acting as an operator, or reading as a viewer, takes (the dashboard and the API check the same).
+DISPATCH_PERMISSION = "jobs.add_job"
+VIEW_PERMISSION = "burnin.view_policyprogress"
+
+
+def role_from(*, superuser: bool, groups: Iterable[str], permissions: Iterable[str]) -> str:
+    """The role a person acts in — one definition, shown alike by the dashboard's header, its
+    refusals and `fleet users list`: a superuser is an admin (every permission); anyone else holds
+    the highest standard role whose group they are in, or, given permissions one by one, the role
+    those permissions amount to (dispatching makes an operator, reading the progress a viewer)."""
+    if superuser:
+        return ADMIN
+    held = set(groups)
+    for role in reversed(ROLES):
+        if role in held:
+            return role
+    granted = set(permissions)
+    if DISPATCH_PERMISSION in granted:
+        return OPERATOR
+    if VIEW_PERMISSION in granted:
+        return VIEWER
+    return NO_ROLE
+
+
+def role_of(user: Any) -> str:
+    """`role_from` for a request's user (its permissions as Django's backends cache them)."""
+    if not user.is_authenticated:
+        return "signed out"
+    if user.is_superuser:
+        return ADMIN
+    return role_from(
+        superuser=False, groups=[g.name for g in user.groups.all()], permissions=user.get_all_permissions()
+    )
 
 
 def _label(permission: Any) -> str:

@@ -16,13 +16,15 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.db.models import Field
 
-from fleet.access.roles import ADMIN, ROLES, roles_sync
+from fleet.access.roles import ADMIN, ROLES, role_from, role_of, roles_sync
 
 
 @dataclass(frozen=True)
 class Person:
     username: str
-    roles: tuple[str, ...]
+    role: str  # the role they act in (`fleet.access.roles.role_of`), as the dashboard shows it
+    roles: tuple[str, ...]  # the standard roles' groups they are in
+    superuser: bool
     active: bool
     staff: bool
     last_login: datetime | None
@@ -58,11 +60,27 @@ def user_add(*, username: str, role: str, password: str) -> Person:
 
 
 def users_list() -> list[Person]:
-    """Every user with the standard roles they hold, by name (two queries)."""
+    """Every user with the role they act in and the standard roles they hold, by name (a constant
+    number of queries: groups and permissions are prefetched)."""
     User = get_user_model()
-    return [_person(user) for user in User.objects.prefetch_related("groups").order_by(User.USERNAME_FIELD)]
+    people = User.objects.prefetch_related(
+        "groups__permissions__content_type", "user_permissions__content_type"
+    ).order_by(User.USERNAME_FIELD)
+    return [_person(user, _permissions(user)) for user in people]
 
 
-def _person(user: AbstractUser) -> Person:
-    roles = tuple(sorted({g.name for g in user.groups.all()} & set(ROLES), key=ROLES.index))
-    return Person(user.get_username(), roles, user.is_active, user.is_staff, user.last_login)
+def _permissions(user: AbstractUser) -> set[str]:
+    """`app.codename` of every permission the user holds, directly or through a group (prefetched)."""
+    granted = [*user.user_permissions.all(), *(p for g in user.groups.all() for p in g.permissions.all())]
+    return {f"{p.content_type.app_label}.{p.codename}" for p in granted}
+
+
+def _person(user: AbstractUser, permissions: set[str] | None = None) -> Person:
+    groups = {g.name for g in user.groups.all()}
+    roles = tuple(sorted(groups & set(ROLES), key=ROLES.index))
+    role = (
+        role_from(superuser=user.is_superuser, groups=groups, permissions=permissions)
+        if permissions is not None
+        else role_of(user)
+    )
+    return Person(user.get_username(), role, roles, user.is_superuser, user.is_active, user.is_staff, user.last_login)

@@ -8,37 +8,33 @@ from typing import Any
 
 from django.contrib.auth.mixins import LoginRequiredMixin, PermissionRequiredMixin
 from django.core.exceptions import PermissionDenied
-from django.http import Http404, HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
 
-from fleet.access.roles import OPERATOR, OPERATOR_PERMISSIONS, VIEWER
+from fleet.access.roles import (
+    DISPATCH_PERMISSION,
+    OPERATOR,
+    OPERATOR_PERMISSIONS,
+    VIEW_PERMISSION,
+    VIEWER,
+    role_of,
+)
 from fleet.core.exceptions import NotFoundError
 from fleet.core.replica import replica_reads
+from fleet.inventory.selectors import SiteNotFound, site_list
 
 #: What reading the burn-in pages takes (the API's reads check the same).
-VIEW_PROGRESS = "burnin.view_policyprogress"
+VIEW_PROGRESS = VIEW_PERMISSION
 VIEW_EXECUTIONS = "burnin.view_testexecution"
 VIEW_JOBS = "jobs.view_job"
 VIEW_DEVICES = "inventory.view_device"
 VIEW_CERTIFICATES = "burnin.view_acceptancecertificate"
 VIEW_FINGERPRINTS = "burnin.view_fingerprintsnapshot"
 #: Preview and dispatch reruns (the rerun-plans API checks the same), and cancel jobs.
-DISPATCH = "jobs.add_job"
+DISPATCH = DISPATCH_PERMISSION
 CANCEL = "jobs.change_job"
 #: Record repairs and close circuit breakers (the lifecycle API checks the same).
 REPAIR = "inventory.change_device"
-
-
-def role_of(user: Any) -> str:
-    """The role a person acts in, as the page header shows it."""
-    if not user.is_authenticated:
-        return "signed out"
-    if user.is_superuser:
-        return "admin"
-    if user.has_perm(DISPATCH):
-        return OPERATOR
-    if user.has_perm(VIEW_PROGRESS):
-        return "viewer"
-    return "no role"
 
 
 def role_needed(permissions: Any) -> str:
@@ -82,9 +78,13 @@ class Page(LoginRequiredMixin, PermissionRequiredMixin):
 
     def handle_no_permission(self) -> Any:
         """A machine's bearer token (a satellite's, say) does not open the dashboard: refused (403),
-        not sent to a sign-in page it cannot use."""
+        not sent to a sign-in page it cannot use. A live part's request (htmx) whose session ended
+        gets a 401 the page turns into its "session ended — sign in again" banner (dashboard.js):
+        a sign-in page swapped into the page, or a table swapped for nothing, would not say so."""
         if not self.request.user.is_authenticated and "HTTP_AUTHORIZATION" in self.request.META:
             raise PermissionDenied("An API token does not open the dashboard: people sign in, machines use the API.")
+        if not self.request.user.is_authenticated and getattr(self.request, "htmx", False):
+            return session_ended()
         return super().handle_no_permission()
 
     def dispatch(self, request: HttpRequest, *args: Any, **kwargs: Any) -> Any:
@@ -93,4 +93,16 @@ class Page(LoginRequiredMixin, PermissionRequiredMixin):
             with reads:
                 return super().dispatch(request, *args, **kwargs)
         except NotFoundError as exc:
-            raise Http404(exc.detail) from exc
+            # The 404 page says what was not found; a mistyped site lists the sites there are.
+            known = site_list() if isinstance(exc, SiteNotFound) else None
+            return render(request, "404.html", {"message": exc.detail, "sites": known}, status=404)
+
+
+#: The header a live part's 401 carries: dashboard.js shows the banner on it.
+SESSION_ENDED = "session-ended"
+
+
+def session_ended() -> HttpResponse:
+    response = HttpResponse("Your session ended: sign in again.", status=401, content_type="text/plain")
+    response["HX-Trigger"] = SESSION_ENDED
+    return response

@@ -16,6 +16,7 @@ more than a URL holds: the preview keeps it in the person's session under its to
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlencode
 from uuid import UUID, uuid4
 
 from django.core.exceptions import ValidationError
@@ -42,7 +43,8 @@ from fleet.dashboard.forms import (
 from fleet.inventory.identity import actor_label
 from fleet.inventory.selectors import devices_in_repair, site_by_slug
 from fleet.jobs.receipts import action_once, receipt_of
-from fleet.jobs.services import job_cancel
+from fleet.jobs.selectors import Holding, jobs_holding
+from fleet.jobs.services import JobRefused, job_cancel
 from fleet_rules.vocabulary import PersonAction, PlanningMode
 
 #: Session key of the rerun selections previewed lately (token → site and fields), newest last.
@@ -63,8 +65,15 @@ def no_store(response: HttpResponse) -> HttpResponse:
     return response
 
 
-def refused(request: HttpRequest, message: str, status: int, again: str | None = None) -> HttpResponse:
-    return render(request, "dashboard/action_refused.html", {"message": message, "again": again}, status=status)
+#: What the refusal's link back to the action's first page says, unless told otherwise.
+PREVIEW_AGAIN = "Preview again (the preview shows the plan as it is now)"
+
+
+def refused(
+    request: HttpRequest, message: str, status: int, again: str | None = None, again_words: str = PREVIEW_AGAIN
+) -> HttpResponse:
+    context = {"message": message, "again": again, "again_words": again_words}
+    return render(request, "dashboard/action_refused.html", context, status=status)
 
 
 def with_token(request: HttpRequest) -> HttpResponse:
@@ -105,16 +114,25 @@ class RerunPreview(access.Page, View):
     def post(self, request: HttpRequest, slug: str) -> HttpResponse:
         return self.keep(request, slug, request.POST, status=303)
 
+    def handle_no_permission(self) -> Any:
+        """A selection posted after the session ended is not lost: it is kept in the (new,
+        anonymous) session under a token, and signing in again lands on its preview — Django's
+        login keeps the session's data when it starts the signed-in session."""
+        request = self.request
+        if request.method == "POST" and not request.user.is_authenticated and not getattr(request, "htmx", False):
+            slug = str(self.kwargs.get("slug", ""))
+            token = _kept(request, slug, request.POST)
+            preview = reverse("dashboard:rerun-previewed", args=[slug, token])
+            return see_other(f"{reverse('login')}?{urlencode({'next': preview})}")
+        return super().handle_no_permission()
+
     def keep(self, request: HttpRequest, slug: str, data: QueryDict, status: int) -> HttpResponse:
         """Keep the selection under a fresh token and send the person to its preview page."""
         site = site_by_slug(slug)
         form = RerunForm(data)
         if not form.is_valid():
             return render(request, self.template, {"site": site, "form": form}, status=400)
-        fields = {k: v for k, v in data.lists() if k not in ("csrfmiddlewaretoken", "token")}
-        token = str(uuid4())
-        kept = dict(list(request.session.get(PREVIEWS, {}).items())[-(PREVIEWS_KEPT - 1) :])
-        request.session[PREVIEWS] = kept | {token: {"site": site.slug, "fields": fields}}
+        token = _kept(request, site.slug, data)
         return see_other(reverse("dashboard:rerun-previewed", args=[site.slug, token]), status)
 
     def get(self, request: HttpRequest, slug: str, token: UUID | None = None) -> HttpResponse:
@@ -159,6 +177,16 @@ class RerunPreview(access.Page, View):
             "modes": PlanningMode.values,
         }
         return no_store(render(request, self.template, context))
+
+
+def _kept(request: HttpRequest, slug: str, data: QueryDict) -> str:
+    """Keep a posted selection in the person's session under a fresh token (the newest
+    `PREVIEWS_KEPT`)."""
+    fields = {k: v for k, v in data.lists() if k not in ("csrfmiddlewaretoken", "token")}
+    token = str(uuid4())
+    kept = dict(list(request.session.get(PREVIEWS, {}).items())[-(PREVIEWS_KEPT - 1) :])
+    request.session[PREVIEWS] = kept | {token: {"site": slug, "fields": fields}}
+    return token
 
 
 def _previewed(request: HttpRequest, slug: str, token: UUID) -> RerunForm | None:
@@ -317,8 +345,50 @@ class IsolationPreview(access.Page, View):
         running = isolation.running_plan_id(
             site=site, topology_id=form.cleaned_data["topology"], requirement_name=form.cleaned_data["requirement"]
         )
-        context = {"site": site, "preview": data, "token": token, "running": running}
+        context = {
+            "site": site,
+            "preview": data,
+            "token": token,
+            "running": running,
+            # a job holding its devices (a rerun of the rack, say): the page names it and offers the
+            # isolation once it ends, instead of a button the service would refuse
+            "wait": _waiting(site.slug, form.cleaned_data, jobs_holding(preview.cohort.device_uuids)),
+        }
         return no_store(render(request, self.template, context))
+
+
+def _waiting(slug: str, cohort: dict[str, Any], holding: list[Holding]) -> dict[str, Any]:
+    """The "isolate once it ends" panel's context: the jobs holding the cohort, and where to look again."""
+    query = urlencode({"topology": str(cohort["topology"]), "requirement": cohort["requirement"]})
+    return {
+        "holding": holding,
+        "again": f"{reverse('dashboard:isolation-wait', args=[slug])}?{query}",
+        "preview": f"{reverse('dashboard:isolation-preview', args=[slug])}?{query}",
+    }
+
+
+class IsolationWait(access.Page, View):
+    """The live "isolate once it ends" panel of a cohort held by active jobs: it names and links
+    them, and once none holds the cohort it offers a fresh preview (one query a look)."""
+
+    permission_required = access.DISPATCH
+    action = "preview and start culprit isolation"
+
+    def get(self, request: HttpRequest, slug: str) -> HttpResponse:
+        site = site_by_slug(slug)
+        form = IsolationForm(request.GET)
+        if not form.is_valid():
+            return refused(request, query_problems(form), 400)
+        try:
+            cohort = isolation.cohort_load(
+                site=site, topology_id=form.cleaned_data["topology"], requirement_name=form.cleaned_data["requirement"]
+            )
+        except ValidationError as exc:
+            return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
+        wait = _waiting(site.slug, form.cleaned_data, jobs_holding(cohort.device_uuids))
+        if getattr(request, "htmx", False):
+            return render(request, "dashboard/partials/isolation_wait.html", {"site": site, "wait": wait})
+        return redirect(wait["preview"])
 
 
 class IsolationDispatch(access.Page, View):
@@ -353,6 +423,17 @@ class IsolationDispatch(access.Page, View):
             )
         except ValidationError as exc:
             return refused(request, "; ".join(" ".join(m) for m in exc.message_dict.values()), 400)
+        except JobRefused as exc:
+            if not exc.holding:
+                return refused(request, exc.detail, exc.status_code)
+            # Held by another job: name and link it, and offer the isolation once it ends.
+            context = {
+                "site": site,
+                "topology": data["topology"],
+                "requirement": data["requirement"],
+                "wait": _waiting(site.slug, data, jobs_holding(list(exc.held_devices))),
+            }
+            return render(request, "dashboard/isolation_refused.html", context, status=exc.status_code)
         except FleetError as exc:
             return refused(request, exc.detail, exc.status_code)
         return see_other(receipt.location)

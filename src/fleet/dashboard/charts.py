@@ -79,3 +79,8 @@ class Labelled:
 
 def label(point: Any, at: Placed, outlier: tuple[float, float] | None, highlight: str) -> Labelled:
     return Labelled(point, at, outlier, bool(highlight) and point.target == highlight)
+
+
+def metric_picture_anchor(resource_class: str, metric: str) -> str:
+    """The id of one picture of the metrics page: a resource class's metric (`d2d_gbps.min`)."""
+    return f"m-{resource_class}-{metric}"

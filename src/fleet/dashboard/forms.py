@@ -54,6 +54,10 @@ class KnownValueField(forms.CharField):
             raise unknown_value(self.noun, value, self.known)
 
 
+#: Parameters the pages' own live parts send (htmx's `fragment`), taken but never offered to a person.
+INTERNAL_PARAMETERS = frozenset({"fragment"})
+
+
 class QueryForm(forms.Form):
     """A page's query string, declared: a parameter the page does not take (a misspelt filter
     name) is an error naming it, not a filter silently ignored. `fragment` is htmx's live part."""
@@ -64,9 +68,10 @@ class QueryForm(forms.Form):
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
         taken = [*self.fields, *self.also_taken]
+        listed = [name for name in taken if name not in INTERNAL_PARAMETERS]  # what a person may type
         for name in self.data:
             if name not in taken:
-                self.add_error(None, unknown_value("parameter", name, taken))
+                self.add_error(None, unknown_value("parameter", name, listed))
         return data
 
 

@@ -23,8 +23,12 @@ from fleet.inventory.identity import actor_label
 from fleet.jobs.receipts import action_once
 from fleet.repairs.reads import repair_page, repair_queue_page
 from fleet.repairs.services import breaker_reset, repair_record
-from fleet_rules.explanations import SKIP_EXPLANATIONS
-from fleet_rules.vocabulary import PersonAction, RepairRerun
+from fleet_rules.explanations import SKIP_EXPLANATIONS, STATE_SIGNS
+from fleet_rules.lifecycle import automatic_sources
+from fleet_rules.vocabulary import DeviceState, PersonAction, RepairRerun, TransitionCause
+
+#: The states a repair moves a device out of (the transition table's sources of a repair).
+REPAIRABLE = tuple(sorted(automatic_sources(DeviceState.BURN_IN, TransitionCause.REPAIR)))
 
 
 class RepairQueuePage(access.Page, View):
@@ -87,8 +91,25 @@ class RecordRepair(access.Page, View):
             )
         except FleetError as exc:
             again = reverse("dashboard:repair-form", args=[slug, hostname])
-            return refused(request, exc.detail, exc.status_code, again)
+            now = repair_page(slug, hostname, token)
+            message = exc.detail if now.repairable else not_repairable(hostname, now.device.state)
+            return refused(request, message, exc.status_code, again, REPAIR_AGAIN)
         return see_other(receipt.location)
+
+
+REPAIR_AGAIN = "Open the repair form again (it shows the device as it is now)"
+
+
+def not_repairable(hostname: str, state: str) -> str:
+    """Why a repair was not recorded, in the dashboard's words for states (`STATE_SIGNS`): the
+    device moved since its form was opened (another person recorded the repair, say)."""
+    sign, word = STATE_SIGNS[DeviceState(state)]
+    repairable = " or ".join(f"{STATE_SIGNS[s][0]} {STATE_SIGNS[s][1]}" for s in REPAIRABLE)
+    return (
+        f"{hostname} is {sign} {word} now, so no repair was recorded: only a device whose state is {repairable} "
+        "is repaired "
+        f"(recording a repair brings it back to {STATE_SIGNS[DeviceState.BURN_IN][1]})."
+    )
 
 
 class ResetBreaker(access.Page, View):

@@ -34,6 +34,7 @@ urlpatterns = [
     path("sites/<slug:slug>/reruns/<uuid:token>/", actions.RerunResult.as_view(), name="rerun-result"),
     path("sites/<slug:slug>/isolation/preview/", actions.IsolationPreview.as_view(), name="isolation-preview"),
     path("sites/<slug:slug>/isolation/dispatch/", actions.IsolationDispatch.as_view(), name="isolation-dispatch"),
+    path("sites/<slug:slug>/isolation/wait/", actions.IsolationWait.as_view(), name="isolation-wait"),
     path("sites/<slug:slug>/isolation/<uuid:plan_id>/", actions.IsolationPlanPage.as_view(), name="isolation"),
     path(
         "sites/<slug:slug>/isolation/<uuid:plan_id>/advance/",

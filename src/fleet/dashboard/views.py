@@ -312,7 +312,8 @@ class MetricsPage(access.Page, View):
     def get(self, request: HttpRequest, slug: str, requirement: str) -> HttpResponse:
         read = metrics_page(slug, requirement)
         highlight = request.GET.get("highlight", "")[:255]  # a target (hostname or rack) to find on the strips
-        drawn = _drawn(read, highlight)
+        metric = request.GET.get("metric", "")[:255]  # the metric a failure's link came for: its picture first
+        drawn = _drawn(read, highlight, metric)
         return render(
             request,
             "dashboard/metrics.html",
@@ -327,8 +328,9 @@ class MetricsPage(access.Page, View):
         )
 
 
-def _drawn(read: MetricsPageRead, highlight: str) -> list[dict[str, Any]]:
-    """Each picture on its strip (`charts`): its points placed and labelled (`charts.label`)."""
+def _drawn(read: MetricsPageRead, highlight: str, metric: str = "") -> list[dict[str, Any]]:
+    """Each picture on its strip (`charts`): its points placed and labelled (`charts.label`). The
+    pictures holding the highlighted target come first, the asked-for metric's before the rest."""
     drawn = []
     for picture in read.pictures:
         threshold = picture.rule.threshold
@@ -343,9 +345,19 @@ def _drawn(read: MetricsPageRead, highlight: str) -> list[dict[str, Any]]:
                     charts.label(point, at, far.get(point.target), highlight)
                     for point, at in zip(picture.points, strip.points, strict=True)
                 ],
+                "anchor": charts.metric_picture_anchor(picture.resource_class, _metric_name(picture.rule)),
+                "name": _metric_name(picture.rule),
             }
         )
-    return drawn
+
+    def first(d: dict[str, Any]) -> tuple[bool, bool]:
+        return (not any(p.highlighted for p in d["placed"]), d["name"] != metric)
+
+    return sorted(drawn, key=first) if highlight or metric else drawn
+
+
+def _metric_name(rule: Any) -> str:
+    return f"{rule.metric}.{rule.statistic}" if rule.statistic else rule.metric
 
 
 # --- jobs ----------------------------------------------------------------------------------------------

@@ -1,11 +1,11 @@
-"""The demo's lifecycle story: what the service does to devices, told once per step, and what the
-demo's operator and technician do about the devices that need repair.
+"""The demo's lifecycle story and its technician.
 
-Each state change is read from the lifecycle's history (newest after the last one told) and said in
-one line. A device that has waited in `needs_repair` for `repair_after` seconds is fixed by the
-simulated technician (the simulated hardware's log, in its agent's state directory, clears its
-fault) and its repair is recorded through the same service as the API's repair record, which moves
-it back to burn-in and dispatches its re-burn-in; it passes, is certified and becomes accepted."""
+`LifecycleStory` says each state change once, read from the lifecycle's history (newest after the
+last one told). `Technician` is the person at the rack: for a device that waits for repair it swaps
+the faulty GPU in the simulated hardware — the agent's state directory holds the technician's log
+(the fault is gone) and the swapped slot (the GPU reports a new serial) — and says what it swapped,
+serials as the hardware reports them, so that the repair the demo's operator records
+(`fleet.demo.operator`) matches what the next inventory reads."""
 
 from __future__ import annotations
 
@@ -14,20 +14,19 @@ import json
 import logging
 import os
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
+from typing import Any
 from uuid import UUID
 
 from django.db.models import Q
-from django.utils import timezone
 
-from fleet.core.exceptions import FleetError
+from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange
-from fleet.lifecycle.selectors import repair_entries
-from fleet.repairs.services import repair_record
-from fleet_agent.executors.simulated import SIMULATED_REPAIRS
-from fleet_rules.explanations import SKIP_EXPLANATIONS, STATE_SIGNS
-from fleet_rules.vocabulary import DeviceState, RepairRerun, TransitionCause
+from fleet_agent.executors.simulated import RESOURCE_CLASSES, SIMULATED_REPAIRS
+from fleet_agent.executors.simulated_hardware import SIMULATED_SWAPS, gpu_serial
+from fleet_rules.explanations import STATE_SIGNS
+from fleet_rules.vocabulary import DeviceState, TransitionCause
 
 log = logging.getLogger("fleet.demo")
 
@@ -37,8 +36,6 @@ LINES_PER_PASS = 40
 
 @dataclass
 class LifecycleStory:
-    agents_dir: Path  # <agents_dir>/<site>/<satellite>/ is each agent's state directory
-    repair_after: float  # seconds a device waits in needs_repair before the technician comes
     told_at: datetime | None = None
     told_id: UUID | None = None
 
@@ -51,61 +48,49 @@ class LifecycleStory:
             self.told_at, self.told_id = change.at, change.id
             log.info("%s", _line(change))
 
-    def repair_the_waiting(self) -> None:
-        """The technician fixes the devices that have waited long enough; the operator records it."""
-        due = timezone.now() - timedelta(seconds=self.repair_after)
-        entered = (
-            repair_entries()
-            .filter(device__state=DeviceState.NEEDS_REPAIR, at__lte=due)
-            .select_related("device__site", "device__satellite")
-            .order_by("device_id", "-at", "-id")
-            .distinct("device_id")
-        )
-        for change in entered:
-            device = change.device
-            slot = hashlib.sha256(str(device.id).encode()).digest()[0] % 8
-            self.swap_part(device.site.slug, device.satellite.name, device.id)
-            part = {
-                "kind": "gpu",
-                "slot": str(slot),
-                "removed_serial": f"{device.serial}-G{slot}",
-                "installed_serial": f"{device.serial}-G{slot}-R",
-            }
-            try:
-                recorded = repair_record(
-                    device_id=device.id,
-                    summary=f"demo technician: swapped GPU {slot} ({change.reason})",
-                    parts=[part],
-                    rerun=RepairRerun.ALL,
-                    actor="demo operator",
-                )
-            except FleetError as exc:  # moved meanwhile (an operator on the dashboard): leave it
-                log.info("repair of %s/%s not recorded: %s", device.site.slug, device.hostname, exc.detail)
-                continue
-            skips = recorded.dispatch.plan.skips
-            log.info(
-                "repair recorded %s/%s: swapped GPU %s; burning in again (%s)",
-                device.site.slug,
-                device.hostname,
-                slot,
-                f"{len(recorded.repair.job_ids)} job(s) dispatched"
-                if recorded.repair.job_ids or not skips
-                else f"not dispatched yet: {skips[0].requirement_name}: {SKIP_EXPLANATIONS[skips[0].reason]}",
-            )
 
-    def swap_part(self, site: str, satellite: str, device_id: UUID) -> None:
-        """The simulated hardware of this device no longer has its fault (written whole, then renamed:
-        the agent never reads half a log)."""
-        path = self.agents_dir / site / satellite / SIMULATED_REPAIRS
-        path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            repaired = set(json.loads(path.read_text()))
-        except (OSError, ValueError):
-            repaired = set()
-        repaired.add(str(device_id))
-        partial = path.with_suffix(".tmp")
-        partial.write_text(json.dumps(sorted(repaired)))
-        os.replace(partial, path)
+@dataclass(frozen=True)
+class Technician:
+    """Swaps parts in the simulated hardware of `<agents_dir>/<site>/<satellite>/`."""
+
+    agents_dir: Path
+
+    def swap_gpu(self, device: Device) -> dict[str, Any]:
+        """Swap the device's faulty GPU: the simulated executor's log of repairs (its faults, fabric
+        fault included, are gone) and of swapped slots (the slot reports its next board). Returns
+        the part as a repair records it, with the serials the hardware reports before and after."""
+        state = self.agents_dir / device.site.slug / device.satellite.name
+        hardware = RESOURCE_CLASSES.get(device.resource_class)
+        slot = hashlib.sha256(device.hostname.encode()).digest()[0] % (hardware.gpus if hardware else 8)
+        swaps = _read_json(state / SIMULATED_SWAPS, {})
+        before = sum(1 for index in swaps.get(device.hostname, []) if index == slot)
+        swaps.setdefault(device.hostname, []).append(slot)
+        repaired = set(_read_json(state / SIMULATED_REPAIRS, []))
+        repaired.add(device.hostname)
+        _write_json(state / SIMULATED_SWAPS, swaps)
+        _write_json(state / SIMULATED_REPAIRS, sorted(repaired))
+        return {
+            "kind": "gpu",
+            "slot": str(slot),
+            "removed_serial": gpu_serial(str(device.id), slot, before),
+            "installed_serial": gpu_serial(str(device.id), slot, before + 1),
+        }
+
+
+def _read_json(path: Path, empty: Any) -> Any:
+    try:
+        value = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return empty
+    return value if isinstance(value, type(empty)) else empty
+
+
+def _write_json(path: Path, value: Any) -> None:
+    """Written whole, then renamed: the agent never reads half a log."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_suffix(".tmp")
+    partial.write_text(json.dumps(value))
+    os.replace(partial, path)
 
 
 def _line(change: DeviceStateChange) -> str:

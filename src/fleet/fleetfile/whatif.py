@@ -27,6 +27,7 @@ from fleet.inventory.models import Device, Site
 from fleet.policies.models import AcceptancePolicy, Requirement, ThresholdRule
 from fleet_rules.canonical import canonical_json
 from fleet_rules.lifecycle import BREAKER_MINIMUM, BREAKER_SHARE, breaker_limit
+from fleet_rules.readable import metric_unit, outcome_text
 from fleet_rules.resolution import Rule, resolve
 from fleet_rules.vocabulary import DeviceState, Verdict
 from fleet_rules.whatif import REPLAYABLE, Flip, replay, rule_json
@@ -106,6 +107,8 @@ class TargetFlip:
     requirement: str
     target: str
     flip: Flip
+    device: bool = True  # the target is a device (its page exists), not a rack or domain
+    units: dict[str, str] = field(default_factory=dict)  # metric → its unit, as measured
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -113,9 +116,15 @@ class TargetFlip:
             "resource_class": self.resource_class,
             "requirement": self.requirement,
             "target": self.target,
+            "target_kind": "device" if self.device else "topology",
             "from": self.flip.before.value,
             "to": self.flip.after.value,
-            "rules": [rule_json(r) for r in self.flip.rules],
+            "rules": [
+                # the one wording of a rule's outcome (`fleet_rules.readable`), as every page writes it
+                rule_json(r) | {"unit": unit, "text": outcome_text(r, unit)}
+                for r in self.flip.rules
+                for unit in [self.units.get(r.metric, "")]
+            ],
         }
 
 
@@ -220,7 +229,11 @@ def policy_what_if(*, document: FleetDocument) -> WhatIf:
             )
             if flip is None:
                 continue
-            result.flips.append(TargetFlip(row.slug, row.resource_class, name, row.target, flip))
+            metrics = _json(row.metrics) or {}
+            units = {r.metric: metric_unit(metrics, r.metric) for r in flip.rules}
+            result.flips.append(
+                TargetFlip(row.slug, row.resource_class, name, row.target, flip, row.device_id is not None, units)
+            )
             if flip.after == Verdict.FAILED and row.device_id is not None:
                 failing.setdefault((row.site_id, row.slug, row.resource_class), set()).add(row.device_id)
             if flip.before == Verdict.PASSED:

@@ -17,12 +17,16 @@ from fleet.inventory.models import Device, Satellite, Site
 from fleet_rules.vocabulary import DeviceState
 
 
+class SiteNotFound(NotFoundError):
+    """No site has this slug: a page says so and lists the sites there are."""
+
+
 def site_by_slug(slug: str) -> Site:
-    """The site a page's path names (`NotFoundError` when there is none)."""
+    """The site a page's path names (`SiteNotFound` when there is none)."""
     try:
         return Site.objects.get(slug=slug)
     except Site.DoesNotExist:
-        raise NotFoundError(f"No site {slug!r}.") from None
+        raise SiteNotFound(f"No site {slug!r}.") from None
 
 
 def site_list() -> list[Site]:

@@ -65,3 +65,29 @@ def active_job_counts(site_ids: Sequence[UUID]) -> dict[UUID, int]:
         .order_by()
     )
     return dict(rows)
+
+
+@dataclass(frozen=True)
+class Holding:
+    """An active job holding some of a set of devices: what a refusal names and links."""
+
+    job_id: UUID
+    status: str
+    workflow_name: str
+    topology: str  # its rack's or domain's label, or ""
+    hostnames: tuple[str, ...]  # the devices of the set it holds
+
+
+def jobs_holding(device_ids: Sequence[UUID]) -> list[Holding]:
+    """The active jobs that hold any of these devices, oldest first (one query)."""
+    rows = (
+        JobDevice.objects.filter(active=True, device_id__in=list(device_ids))
+        .order_by("job__created_at", "job_id", "device__hostname")
+        .values_list("job_id", "job__status", "job__workflow_name", "job__topology__label", "device__hostname")
+    )
+    held: dict[UUID, Holding] = {}
+    for job_id, status, workflow, topology, hostname in rows:
+        known = held.get(job_id)
+        hostnames = (*known.hostnames, hostname) if known else (hostname,)
+        held[job_id] = Holding(job_id, status, workflow, topology or "", hostnames)
+    return list(held.values())

@@ -44,7 +44,16 @@ class JobSpec:
 
 
 class JobRefused(Conflict):
-    """A job could not be created: a device is ineligible or already held."""
+    """A job could not be created: a device is ineligible or already held. `holding` names the
+    active jobs that hold the devices (job id → the held devices' hostnames), so that a page can
+    link them and offer to act once they end."""
+
+    def __init__(
+        self, detail: str, *, holding: dict[UUID, list[str]] | None = None, held_devices: tuple[UUID, ...] = ()
+    ) -> None:
+        super().__init__(detail)
+        self.holding = holding or {}
+        self.held_devices = held_devices  # the devices asked for, of which some are held
 
 
 class JobNotRunning(Conflict):
@@ -70,11 +79,18 @@ def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, _CheckedDevice]
                 raise JobRefused(f"Device {device_id} is not at the job's site.")
             if not is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state):
                 raise JobRefused(f"Device {device.hostname} is not eligible for burn-in (state {device.state}).")
-    held = list(
-        JobDevice.objects.filter(active=True, device_id__among=devices).values_list("device__hostname", flat=True)
-    )
-    if held:
-        raise JobRefused(f"Device(s) already held by an active job: {', '.join(sorted(held))}.")
+    held = JobDevice.objects.filter(active=True, device_id__among=devices).values_list("job_id", "device__hostname")
+    holding: dict[UUID, list[str]] = {}
+    for job_id, hostname in held:
+        holding.setdefault(job_id, []).append(hostname)
+    if holding:
+        named = "; ".join(
+            f"job {job_id} holds {', '.join(sorted(h))}"
+            for job_id, h in sorted(holding.items(), key=lambda item: str(item[0]))
+        )
+        raise JobRefused(
+            f"Device(s) already held by an active job: {named}.", holding=holding, held_devices=tuple(devices)
+        )
 
 
 #: The jobs and their device leases in one statement, from one JSON document (`recordset`):

@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
-if TYPE_CHECKING:
-    from fleet_agent.executors.hardware import HealthSnapshot
+from fleet_agent.executors.snapshot import HealthSnapshot
 
 __all__ = [
     "COMPLETED",
@@ -46,6 +45,8 @@ class Target:
     device_id: str
     hostname: str
     resource_class: str
+    #: Who made its GPUs (`fleet_agent.gpus`): which tools read its hardware.
+    gpu_vendor: str = "nvidia"
 
 
 @dataclass(frozen=True)

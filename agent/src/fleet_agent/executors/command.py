@@ -40,11 +40,22 @@ from fleet_agent.executors.tooling import (
     prepare_commands,
     with_tail,
 )
+from fleet_agent.gpus import GPU_VENDORS
 
 __all__ = ["HARDWARE_COMMAND_KEYS", "CommandExecutor", "CommandHardware", "CommandSpec"]
 
-#: The `hardware_commands` keys: one command per part, and the kernel log's fallback.
-HARDWARE_COMMAND_KEYS: tuple[str, ...] = ("nvidia_smi", "ibstat", "dmi", "kernel_log", "kernel_log_fallback")
+#: The `hardware_commands` keys: one command per part, and the kernel log's fallback. The GPU parts take a
+#: command per vendor (`gpu_inventory: {nvidia: …, amd: …}`) or one for every vendor; `nvidia_smi` is the older
+#: spelling of both GPU parts for NVIDIA (`nvidia-smi -q -x` answers for both).
+GPU_PARTS: tuple[str, ...] = ("gpu_inventory", "gpu_health")
+HARDWARE_COMMAND_KEYS: tuple[str, ...] = (
+    *GPU_PARTS,
+    "ibstat",
+    "dmi",
+    "kernel_log",
+    "kernel_log_fallback",
+    "nvidia_smi",
+)
 _HARDWARE_TIMEOUT_S = 120.0
 
 _POLL_S = 0.1
@@ -123,19 +134,22 @@ class CommandHardware:
         given the command's timeout; `env`: the commands' environment (default: the agent's)."""
         self._launcher = launcher
         self._env = env
-        self._commands: dict[str, tuple[tuple[str, ...], float]] = {}
+        #: (part, vendor or "" for every vendor) → (template tokens, timeout)
+        self._commands: dict[tuple[str, str], tuple[tuple[str, ...], float]] = {}
         for key, spec in commands.items():
             where = f"hardware_commands.{key}"
             if key not in HARDWARE_COMMAND_KEYS:
                 raise ValueError(f"{where}: unknown part (known: {', '.join(HARDWARE_COMMAND_KEYS)})")
-            template, timeout = (spec, _HARDWARE_TIMEOUT_S) if isinstance(spec, str) else _spec(where, spec)
-            try:
-                tokens = tuple(shlex.split(template))
-            except ValueError as exc:
-                raise ValueError(f"{where}: cannot be split: {exc}") from exc
-            if not tokens:
-                raise ValueError(f"{where}: the template is empty")
-            self._commands[key] = (tokens, timeout)
+            if key == "nvidia_smi":
+                for part in GPU_PARTS:
+                    self._commands.setdefault((part, "nvidia"), _command(where, spec))
+            elif key in GPU_PARTS and isinstance(spec, Mapping) and "template" not in spec:
+                for vendor, vendor_spec in spec.items():
+                    if vendor not in GPU_VENDORS:
+                        raise ValueError(f"{where}.{vendor}: unknown GPU vendor (known: {', '.join(GPU_VENDORS)})")
+                    self._commands[(key, vendor)] = _command(f"{where}.{vendor}", vendor_spec)
+            else:
+                self._commands[(key, "")] = _command(where, spec)
 
     def read(
         self,
@@ -156,17 +170,24 @@ class CommandHardware:
             "until_epoch": int(until.timestamp()) if until else "",
         }
         first = self._run(part, target, context)
-        if part != "kernel_log" or first.text is not None or "kernel_log_fallback" not in self._commands:
-            return Reading(first.text, first.problem, _source_of(part, self._commands.get(part)))
+        if part != "kernel_log" or first.text is not None or self._configured("kernel_log_fallback", target) is None:
+            return Reading(first.text, first.problem, _source_of(part, self._configured(part, target)))
         fallback = self._run("kernel_log_fallback", target, context)
         if fallback.text is None:
             return Reading(None, f"{first.problem}; fallback: {fallback.problem}")
-        return Reading(fallback.text, None, _source_of("kernel_log_fallback", self._commands["kernel_log_fallback"]))
+        return Reading(
+            fallback.text, None, _source_of("kernel_log_fallback", self._configured("kernel_log_fallback", target))
+        )
+
+    def _configured(self, key: str, target: Target) -> tuple[tuple[str, ...], float] | None:
+        """The part's command for the target's GPU vendor, else the one for every vendor."""
+        return self._commands.get((key, target.gpu_vendor)) or self._commands.get((key, ""))
 
     def _run(self, key: str, target: Target, context: Mapping[str, Any]) -> Reading:
-        configured = self._commands.get(key)
+        configured = self._configured(key, target)
         if configured is None:
-            return Reading(None, f"no command configured (hardware_commands.{key})")
+            where = f"{key}.{target.gpu_vendor}" if key in GPU_PARTS else key
+            return Reading(None, f"no command configured (hardware_commands.{where})")
         tokens, timeout = configured
         try:
             argv = fill_arguments(tokens, context)
@@ -180,6 +201,17 @@ class CommandHardware:
         if finished.returncode != 0:
             return Reading(None, with_tail(exit_text(argv[0], finished.returncode), finished.stderr or finished.stdout))
         return Reading(finished.stdout)
+
+
+def _command(where: str, spec: Any) -> tuple[tuple[str, ...], float]:
+    template, timeout = (spec, _HARDWARE_TIMEOUT_S) if isinstance(spec, str) else _spec(where, spec)
+    try:
+        tokens = tuple(shlex.split(template))
+    except ValueError as exc:
+        raise ValueError(f"{where}: cannot be split: {exc}") from exc
+    if not tokens:
+        raise ValueError(f"{where}: the template is empty")
+    return tokens, timeout
 
 
 def _spec(where: str, spec: Any) -> tuple[str, float]:

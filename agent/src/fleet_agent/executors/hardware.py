@@ -7,12 +7,15 @@ the configured `hardware_commands` on the device, the simulated executor renders
 for its simulated fleet. Both feed the same parsers here, so an inventory or a health window has one shape
 whatever produced it.
 
-* `collect_inventory` reads `nvidia-smi -q -x`, `ibstat` and the DMI table once per job; a part that cannot be
-  read is named in `missing` with the reason, and its fields stay null — nothing is invented.
-* `health_snapshot` reads the ECC/remap/throttle state (`nvidia-smi-xml-health`) at the start of a job.
+* `collect_inventory` reads the GPU inventory (its vendor's tool: `nvidia-smi -q -x`, `amd-smi static --json`;
+  `fleet_agent.gpus`), `ibstat` and the DMI table once per job; a part that cannot be read is named in `missing`
+  with the reason, and its fields stay null — nothing is invented.
+* `health_snapshot` reads the GPU health (ECC, row remaps, throttling: `nvidia-smi -q -x`, `amd-smi metric
+  --json`) at the start of a job.
 * `health_window` is the `health-window` test, which the runner runs last in a job: it reads the kernel log for
-  the job's window, the snapshot after, and judges nothing itself — it returns the metrics the requirement's
-  thresholds judge (`xid_fatal_count`, `row_remap_pending`, `ecc_uncorrected_delta`, `hw_slowdown_seen`, …) and
+  the job's window (the vendor's events: Xid/SXid, amdgpu RAS), the snapshot after, and judges nothing itself — it
+  returns the metrics the requirement's thresholds judge (`xid_fatal_count` or `amdgpu_ras_fatal_count`,
+  `row_remap_pending`, `ecc_uncorrected_delta`, `hw_slowdown_seen`, …) and
   the `health` evidence object the execution report carries.
 """
 
@@ -24,17 +27,13 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from fleet_agent.executors.base import COMPLETED, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.snapshot import HealthSnapshot
+from fleet_agent.gpus import GpuVendor, gpu_vendor
 from fleet_agent.parsers import Metrics, ParseError
 from fleet_agent.parsers.dmi import parse_dmi
 from fleet_agent.parsers.ibstat import parse_ibstat
-from fleet_agent.parsers.kernel_log import XidEvent, parse_xid_events, xid_metrics
-from fleet_agent.parsers.nvidia_smi_xml import (
-    HEALTH_METRICS,
-    THROTTLE_REASONS,
-    parse_health,
-    parse_inventory,
-    throttle_reasons_active,
-)
+from fleet_agent.parsers.kernel_log import XidEvent
+from fleet_agent.parsers.nvidia_smi_xml import THROTTLE_REASONS
 
 __all__ = [
     "HARDWARE_PARTS",
@@ -53,7 +52,7 @@ logger = logging.getLogger("fleet_agent.hardware")
 #: The test the runner runs last in a job: the health evidence of the job's window.
 HEALTH_WINDOW_TEST = "health-window"
 #: What a hardware source can be asked to read.
-HARDWARE_PARTS: tuple[str, ...] = ("nvidia_smi", "ibstat", "dmi", "kernel_log")
+HARDWARE_PARTS: tuple[str, ...] = ("gpu_inventory", "gpu_health", "ibstat", "dmi", "kernel_log")
 #: At most this many events travel in `health.xid_events`, the fatal ones first (the counts in the metrics are
 #: always complete).
 MAX_XID_EVENTS = 200
@@ -91,20 +90,6 @@ class HardwareSource(Protocol):
     ) -> Reading: ...
 
 
-@dataclass(frozen=True)
-class HealthSnapshot:
-    """The `nvidia-smi-xml-health` metrics at one moment, or why they could not be read."""
-
-    at: datetime
-    metrics: Metrics | None
-    problem: str | None = None
-
-    def values(self) -> dict[str, Any]:
-        """metric → value (None where a GPU did not report it), the form `health.ecc` carries."""
-        metrics = self.metrics or {}
-        return {name: metrics.get(name, {}).get("value") for name in HEALTH_METRICS}
-
-
 @dataclass
 class _Inventory:
     driver_version: str | None = None
@@ -115,12 +100,14 @@ class _Inventory:
     missing: list[str] = field(default_factory=list)
 
 
-def collect_inventory(source: HardwareSource, target: Target, nvidia_smi: Reading | None = None) -> dict[str, Any]:
-    """The device's inventory in the wire form of the execution report (see docs/agent.md); `nvidia_smi` is a
-    reading already taken (the job's start reads it once for the inventory and the health snapshot)."""
+def collect_inventory(source: HardwareSource, target: Target, gpu_inventory: Reading | None = None) -> dict[str, Any]:
+    """The device's inventory in the wire form of the execution report (see docs/agent.md), its GPUs read by the
+    device's vendor's tool (`fleet_agent.gpus`); `gpu_inventory` is a reading already taken (the job's start
+    reads it once, and for NVIDIA also for the health snapshot)."""
     inventory = _Inventory()
-    gpu_reading = nvidia_smi or source.read("nvidia_smi", target, phase="inventory")
-    gpus = _parsed(gpu_reading, "nvidia-smi", parse_inventory, inventory)
+    vendor = gpu_vendor(target.gpu_vendor)
+    gpu_reading = gpu_inventory or source.read("gpu_inventory", target, phase="inventory")
+    gpus = _parsed(gpu_reading, vendor.tool, vendor.parse_inventory, inventory)
     if gpus is not None:
         inventory.driver_version = gpus["driver_version"]
         inventory.cuda_version = gpus["cuda_version"]
@@ -157,15 +144,17 @@ def _parsed(reading: Reading, what: str, parse: Any, inventory: _Inventory) -> d
 def health_snapshot(
     source: HardwareSource, target: Target, phase: Phase = "before", reading: Reading | None = None
 ) -> HealthSnapshot:
-    """The device's ECC, row-remap and throttle state now (or in `reading`, taken just now)."""
+    """The device's GPU health (ECC, row remaps, throttling) now, or in `reading` (taken just now), read by its
+    vendor's tool."""
     at = utc_now()
-    reading = reading or source.read("nvidia_smi", target, phase=phase)
+    vendor = gpu_vendor(target.gpu_vendor)
+    reading = reading or source.read("gpu_health", target, phase=phase)
     if reading.text is None:
-        return HealthSnapshot(at, None, f"nvidia-smi: {reading.problem or 'not read'}")
+        return HealthSnapshot(at, None, f"{vendor.tool}: {reading.problem or 'not read'}", vendor.health_counters)
     try:
-        return HealthSnapshot(at, parse_health(reading.text))
+        return HealthSnapshot(at, vendor.parse_health(reading.text), None, vendor.health_counters)
     except ParseError as exc:
-        return HealthSnapshot(at, None, f"nvidia-smi: {exc}")
+        return HealthSnapshot(at, None, f"{vendor.tool}: {exc}", vendor.health_counters)
 
 
 def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
@@ -176,6 +165,7 @@ def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
     if len(run.targets) != 1:
         return errored(f"test {run.test} runs on one device, got {len(run.targets)}", started_at)
     target = run.targets[0]
+    vendor: GpuVendor = gpu_vendor(target.gpu_vendor)
     since = run.window_since or started_at
     before = run.health_before or health_snapshot(source, target, "before")
     after = health_snapshot(source, target, "after")
@@ -191,15 +181,16 @@ def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
             return errored(problem, started_at, finished_at)
     assert log.text is not None and before.metrics is not None and after.metrics is not None
     try:
-        events = parse_xid_events(log.text, since=since, until=until)
+        events = vendor.kernel_events(log.text, since, until)
     except ParseError as exc:
         return errored(f"the kernel log could not be read: {exc}", started_at, finished_at)
 
     metrics: Metrics = {name: dict(entry) for name, entry in after.metrics.items()}
-    metrics.update(xid_metrics(events))
-    metrics["ecc_uncorrected_delta"] = _delta(before.metrics, after.metrics, "ecc_uncorrected_aggregate")
-    seen = sorted(set(throttle_reasons_active(before.metrics)) | set(throttle_reasons_active(after.metrics)))
-    metrics["hw_slowdown_seen"] = _seen(before.metrics, after.metrics, "hw_slowdown_active")
+    metrics.update(vendor.kernel_metrics(events))
+    metrics["ecc_uncorrected_delta"] = _delta(before.metrics, after.metrics, vendor.ecc_uncorrected)
+    seen = sorted(set(vendor.throttle_reasons(before.metrics)) | set(vendor.throttle_reasons(after.metrics)))
+    if vendor.slowdown is not None:
+        metrics["hw_slowdown_seen"] = _seen(before.metrics, after.metrics, vendor.slowdown)
     health = {
         "window": {"since": _iso(since), "until": _iso(until)},
         "source": log.source or "unknown",

@@ -1,13 +1,15 @@
 """A simulated fleet: realistic burn-in metrics, a predictable share of faulty devices, no hardware.
 
 It lets the whole system (agent, service, dashboard) be exercised end to end on a laptop and in CI. Every
-choice is a pure function of the seed and stable identifiers, hashed with SHA-256 (never `hash()`, which
-is salted per process), so two agents with the same seed, or a test predicting outcomes, agree:
+choice is a pure function of the seed and stable names (the device's hostname, the rack's label), hashed
+with SHA-256 (never `hash()`, which is salted per process), so two agents with the same seed, a test
+predicting outcomes, or the same fleet applied again after a reset (new device ids, the same hostnames)
+agree:
 
 - whether a device is faulty (`faulty_share` of devices), whether its fault is permanent or transient
   (`transient_share` of faulty devices: the fault shows on attempt 1 only, as a reseated cable or a
   reset would fix), and which single fault mode it has (`FAULT_MODES`, each failing known tests);
-- each run's values, drawn from `random.Random` seeded with (seed, device or cohort, test, attempt);
+- each run's values, drawn from `random.Random` seeded with (seed, hostname or cohort, test, attempt);
 - which runs error out (`errored_share`) and which take five times their nominal duration (`slow_share`).
 
 Healthy values sit comfortably inside the example acceptance thresholds (examples/fleet.yaml) and fault
@@ -16,7 +18,8 @@ fault active on that attempt, as one bad link slows a whole ring; `fabric_faults
 fabric fault fails every collective that includes them (culprit isolation's test case).
 
 The simulated hardware can be repaired: `repairs_file` is the technician's log, a JSON list of the
-device ids whose faulty part was swapped; a repaired device has no fault. It is read
+hostnames (or device ids) whose faulty part was swapped; a repaired device has no fault, fabric fault
+included. It is read
 on every run, so a repair recorded while the agent runs takes effect on the device's next test.
 
 Its hardware can be read (`hardware`, a `SimulatedHardware`: the inventory around every job and the
@@ -141,7 +144,7 @@ SIMULATED_REPAIRS = "simulated-repairs.json"
 class Fault:
     """The one fault a simulated device has; `component` picks the GPU or HCA it sits on."""
 
-    device_id: str
+    device: str  # its hostname (the stable name faults are keyed on)
     mode: str
     permanent: bool
     tests: frozenset[str]
@@ -196,18 +199,33 @@ class SimulatedExecutor:
         """Both burn-in workflows: the simulation models single-node tests and collectives."""
         return [dict(workflow) for workflow in WORKFLOWS]
 
-    def fault_of(self, device_id: str) -> Fault | None:
-        """The device's fault under this seed, or None for a healthy (or repaired) device."""
-        if self._unit("faulty", device_id) >= self.faulty_share or device_id in self.repaired():
+    def fault_of(self, device: str | Target) -> Fault | None:
+        """The device's fault under this seed, or None for a healthy (or repaired) device. Keyed on
+        its hostname, never its id: ids are new each time a fleet is applied to an empty database,
+        and the same seed must play the same fleet after a reset."""
+        name = device.hostname if isinstance(device, Target) else device
+        if self._unit("faulty", name) >= self.faulty_share or self._is_repaired(device):
             return None
-        mode = _MODE_ORDER[int(self._unit("mode", device_id) * len(_MODE_ORDER))]
+        mode = _MODE_ORDER[int(self._unit("mode", name) * len(_MODE_ORDER))]
         return Fault(
-            device_id=device_id,
+            device=name,
             mode=mode,
-            permanent=self._unit("transient", device_id) >= self.transient_share,
+            permanent=self._unit("transient", name) >= self.transient_share,
             tests=FAULT_MODES[mode],
-            component=int(self._unit("component", device_id) * 8),
+            component=int(self._unit("component", name) * 8),
         )
+
+    def _is_repaired(self, device: str | Target) -> bool:
+        repaired = self.repaired()
+        if isinstance(device, Target):
+            return device.hostname in repaired or device.device_id in repaired
+        return device in repaired
+
+    def fabric_fault_of(self, target: Target) -> bool:
+        """Whether this device's permanent fabric fault (`fabric_faults`) degrades its collectives
+        (until the technician repairs it)."""
+        named = target.device_id in self.fabric_faults or target.hostname in self.fabric_faults
+        return named and not self._is_repaired(target)
 
     def repaired(self) -> frozenset[str]:
         """The devices whose faulty part the technician swapped (`repairs_file`); none when the file
@@ -307,29 +325,27 @@ class SimulatedExecutor:
     def _metrics(self, run: TestRun, attempt: int, rng: random.Random) -> dict[str, Any]:
         hardware = RESOURCE_CLASSES[run.targets[0].resource_class]
         if run.test == MULTINODE_TEST:
-            faulty = [
-                fault
-                for target in run.targets
-                if (fault := self.fault_of(target.device_id)) is not None
-                and MULTINODE_TEST in fault.tests
-                and fault.active(attempt)
-            ]
-            degraded = {fault.device_id for fault in faulty} | {
+            degraded = {
                 target.device_id
                 for target in run.targets
-                if target.device_id in self.fabric_faults or target.hostname in self.fabric_faults
+                if (
+                    (fault := self.fault_of(target)) is not None
+                    and MULTINODE_TEST in fault.tests
+                    and fault.active(attempt)
+                )
+                or self.fabric_fault_of(target)
             }
             return _multinode(hardware, run.targets, degraded, rng)
-        fault = self.fault_of(run.targets[0].device_id)
+        fault = self.fault_of(run.targets[0])
         active = fault if fault is not None and run.test in fault.tests and fault.active(attempt) else None
         model = _SINGLE_NODE_MODELS[run.test]
         return model(hardware, run.parameters, active, rng)
 
     def _run_key(self, run: TestRun) -> str:
         if run.test == MULTINODE_TEST:
-            members = ",".join(sorted(target.device_id for target in run.targets))
+            members = ",".join(sorted(target.hostname for target in run.targets))
             return f"cohort:{run.topology_label or ''}:{members}"
-        return f"device:{run.targets[0].device_id}"
+        return f"device:{run.targets[0].hostname}"
 
     def _digest(self, *parts: str) -> bytes:
         return hashlib.sha256("\x1f".join((str(self.seed), *parts)).encode("utf-8")).digest()
@@ -470,7 +486,7 @@ def _multinode(hardware: Hardware, targets: Sequence[Target], degraded: set[str]
     """Cohort bus bandwidth: statistics over the members' own figures; the slowest member gates the value."""
     base = _normal(rng, hardware.multinode_busbw_gbps)
     members = []
-    for target in sorted(targets, key=lambda target: target.device_id):
+    for target in sorted(targets, key=lambda target: target.hostname):
         member = base * rng.uniform(0.99, 1.01)
         if degraded:
             member *= rng.uniform(0.68, 0.74) if target.device_id in degraded else rng.uniform(0.74, 0.76)

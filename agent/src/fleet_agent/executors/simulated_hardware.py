@@ -30,7 +30,14 @@ from fleet_agent.executors.base import Target
 from fleet_agent.executors.hardware import Phase, Reading
 from fleet_rules.xid import FATAL_XID
 
-__all__ = ["HEALTH_FAULT_KINDS", "SIMULATED_SWAPS", "HealthFault", "SimulatedHardware", "parse_health_faults"]
+__all__ = [
+    "HEALTH_FAULT_KINDS",
+    "SIMULATED_SWAPS",
+    "HealthFault",
+    "SimulatedHardware",
+    "gpu_serial",
+    "parse_health_faults",
+]
 
 #: The technician's log of swapped GPUs, in the agent's state directory.
 SIMULATED_SWAPS = "simulated-swaps.json"
@@ -127,7 +134,7 @@ class SimulatedHardware:
         if platform is None:
             return Reading(None, f"the simulation has no hardware model for {target.resource_class}")
         faults = self.faults_of(target)
-        if part == "nvidia_smi":
+        if part in ("gpu_inventory", "gpu_health"):  # nvidia-smi -q -x answers for both
             return Reading(self._nvidia_smi(target, platform, faults, phase))
         if part == "ibstat":
             return Reading(_ibstat(target, platform))
@@ -176,7 +183,7 @@ class SimulatedHardware:
             generation = swaps.get(index, 0)
             gpu = ET.SubElement(root, "gpu", id=bus)
             _leaf(gpu, "product_name", platform.product_name)
-            _leaf(gpu, "serial", "1654" + _digits(target.device_id, f"gpu{index}/{generation}", 9))
+            _leaf(gpu, "serial", gpu_serial(target.device_id, index, generation))
             _leaf(gpu, "uuid", f"GPU-{uuid.UUID(bytes=_digest(target.device_id, f'uuid{index}/{generation}')[:16])}")
             _leaf(gpu, "vbios_version", platform.vbios_version)
             _leaf(gpu, "board_part_number", platform.part_number)
@@ -255,6 +262,12 @@ def _kernel_log(
 
 def _leaf(parent: ET.Element, tag: str, text: str) -> None:
     ET.SubElement(parent, tag).text = text
+
+
+def gpu_serial(device_id: str, index: int, generation: int = 0) -> str:
+    """The serial a simulated GPU reports: of the board first installed in slot `index` (generation 0),
+    or of its `generation`-th replacement (what a technician who swapped it reads off the new board)."""
+    return "1654" + _digits(device_id, f"gpu{index}/{generation}", 9)
 
 
 def _digest(*parts: str) -> bytes:

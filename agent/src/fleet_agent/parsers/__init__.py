@@ -41,12 +41,18 @@ PARSER_NAMES: tuple[str, ...] = (
     "nvidia-smi-xml-health",
     "kernel-log-xid",
     "nvidia-smi-xml-inventory",
+    "amd-smi-static",
+    "amd-smi-metric",
+    "rvs",
+    "rccl-tests",
+    "transferbench",
+    "kernel-log-amdgpu",
     "ibstat",
     "dmi-id",
 )
 
 #: Parsers that return hardware facts rather than metrics: the inventory's readers, never a test's parser.
-FACT_PARSERS: frozenset[str] = frozenset({"nvidia-smi-xml-inventory", "ibstat", "dmi-id"})
+FACT_PARSERS: frozenset[str] = frozenset({"nvidia-smi-xml-inventory", "amd-smi-static", "ibstat", "dmi-id"})
 
 
 class ParseError(ValueError):
@@ -76,7 +82,20 @@ def parser_for(name: str) -> Parser:
     name its columns. `nccl-all-reduce` reads the run parameter `collective` (default `all_reduce`) when a
     log holds several collectives.
     """
-    from fleet_agent.parsers import dcgm, dmi, ibstat, kernel_log, nccl, nvbandwidth, nvidia_smi, nvidia_smi_xml
+    from fleet_agent.parsers import (
+        amd_smi,
+        dcgm,
+        dmi,
+        ibstat,
+        kernel_log,
+        kernel_log_amdgpu,
+        nccl,
+        nvbandwidth,
+        nvidia_smi,
+        nvidia_smi_xml,
+        rvs,
+        transferbench,
+    )
 
     with_parameters: dict[str, Parser] = {
         "nccl-all-reduce": nccl.parse_all_reduce,
@@ -84,6 +103,11 @@ def parser_for(name: str) -> Parser:
         "kernel-log-xid": kernel_log.parse_xid_metrics,
         "ibstat": ibstat.parse_ibstat,
         "dmi-id": dmi.parse_dmi,
+        "amd-smi-metric": amd_smi.parse_amd_health,
+        "rvs": rvs.parse_rvs,
+        "rccl-tests": nccl.parse_rccl,
+        "transferbench": transferbench.parse_a2a,
+        "kernel-log-amdgpu": kernel_log_amdgpu.parse_amdgpu_metrics,
     }
     if name in with_parameters:
         return with_parameters[name]
@@ -91,6 +115,7 @@ def parser_for(name: str) -> Parser:
         "dcgm-diag-json": dcgm.parse_diag_json,
         "nvbandwidth": nvbandwidth.parse,
         "nvidia-smi-xml-inventory": nvidia_smi_xml.parse_inventory,
+        "amd-smi-static": amd_smi.parse_amd_inventory,
     }.get(name)
     if simple is not None:
         return _ignoring_parameters(simple)

@@ -39,7 +39,14 @@ from typing import Any
 
 from fleet_agent.parsers import Metrics, ParseError, summarise
 
-__all__ = ["DEFAULT_COLLECTIVE", "ResultTable", "parse_all_reduce", "parse_all_reduce_rows", "parse_tables"]
+__all__ = [
+    "DEFAULT_COLLECTIVE",
+    "ResultTable",
+    "parse_all_reduce",
+    "parse_all_reduce_rows",
+    "parse_rccl",
+    "parse_tables",
+]
 
 DEFAULT_COLLECTIVE = "all_reduce"
 
@@ -50,7 +57,7 @@ _COLUMNS = re.compile(r"^#\s*size\s+count\s+type\b")
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
 _OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _COMMAND = re.compile(r"(?:^|[/\s=])([a-z][a-z0-9_]*?)_perf(?:_mpi)?\b")
-_FAILURE = re.compile(r"\bTest (?:NCCL|CUDA) failure\b")
+_FAILURE = re.compile(r"\bTest (?:NCCL|RCCL|CUDA|HIP) failure\b")
 _INTEGER = re.compile(r"^-?\d+$")
 _ROW_SIZES = (11, 12, 13)
 
@@ -251,3 +258,17 @@ def _footer_number(token: str) -> float:
         return _finite(token)
     except ValueError as exc:
         raise ParseError(f"unreadable average bus bandwidth {token!r}") from exc
+
+
+def parse_rccl(text: str, parameters: Mapping[str, Any] | None = None) -> Metrics:
+    """rccl-tests (ROCm's fork of nccl-tests) → the same metrics as `parse_all_reduce`.
+
+    RCCL's differences, as its real outputs show (tests/agent/fixtures/amd/): a `rccl-tests: Version …` line and,
+    from ROCm 6.4, `RCCL version :`, `HIP version :`, `ROCm version :` lines before the table, none of them
+    commented; `Test HIP failure` where nccl-tests says `Test CUDA failure`; the check column is always `#wrong`
+    (a count), so a table without one is refused rather than read as a float deviation."""
+    metrics = parse_all_reduce(text, parameters)
+    wanted = _collective_name(str((parameters or {}).get("collective") or DEFAULT_COLLECTIVE))
+    if any(table.check != "wrong" for table in _select(parse_tables(text), wanted)):
+        raise ParseError("rccl-tests prints a #wrong column; this table has none (not rccl-tests output?)")
+    return metrics

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from uuid import UUID
 
+from django.core.exceptions import ValidationError
 from django.http import HttpResponse
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
@@ -20,6 +21,14 @@ from fleet.core.schema import error_responses
 from fleet.inventory.identity import actor_label, caller_satellite
 
 DEVICE_ID = OpenApiParameter("device_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
+REPAIR = OpenApiParameter(
+    "repair_id",
+    OpenApiTypes.UUID,
+    OpenApiParameter.QUERY,
+    required=False,
+    description="One of the device's repairs: the pack as of when it was recorded — the failed and errored "
+    "targets that sent the device to repair, with their attempts (a device accepted since has none now).",
+)
 
 
 class _ZipOrJsonErrors(DefaultContentNegotiation):
@@ -51,19 +60,29 @@ class DeviceEvidencePackView(APIView):
             "viewers (a session, or an operator client with `fleet:read`); a satellite's client is refused (403). "
             "`fleet evidence-pack verify` checks one offline."
         ),
-        parameters=[DEVICE_ID],
+        parameters=[DEVICE_ID, REPAIR],
         responses={
             (200, "application/zip"): OpenApiResponse(OpenApiTypes.BINARY, description="The signed evidence pack."),
-            **error_responses(401, 403, 404),
+            **error_responses(400, 401, 403, 404),
         },
     )
     def get(self, request: Request, device_id: UUID) -> HttpResponse:
         if caller_satellite(request.user) is not None:
             raise PermissionDeniedError("Evidence packs are for operators: a satellite's client cannot fetch them.")
-        pack = evidence_pack_build(device_id=device_id, generated_by=actor_label(request.user))
+        repair = _repair_id(request.query_params.get(REPAIR.name))
+        pack = evidence_pack_build(device_id=device_id, generated_by=actor_label(request.user), repair_id=repair)
         response = HttpResponse(pack.content, content_type="application/zip")
         # The name is built from letters, digits, `.`, `_` and `-` only (fleet_rules.evidence_pack).
         response["Content-Disposition"] = f'attachment; filename="{pack.file_name}"'
         response["Cache-Control"] = "no-store"
         response["X-Content-Type-Options"] = "nosniff"
         return response
+
+
+def _repair_id(raw: str | None) -> UUID | None:
+    if raw is None:
+        return None
+    try:
+        return UUID(raw)
+    except ValueError:
+        raise ValidationError({REPAIR.name: ["Not a repair id (a UUID)."]}) from None

@@ -71,6 +71,10 @@ class Cohort:
     def member_ids(self) -> list[str]:
         return sorted(self.devices)
 
+    @property
+    def device_uuids(self) -> list[UUID]:
+        return [UUID(d) for d in self.member_ids]
+
     def hostname(self, device_id: str) -> str:
         device = self.devices.get(device_id)
         return device.hostname if device is not None else device_id

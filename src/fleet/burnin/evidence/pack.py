@@ -6,10 +6,17 @@ Bounded whatever the device's past: the newest `Limits.executions_per_target` at
 failing target (the count of all of them is in the manifest), the newest `Limits.history` state
 changes, `Limits.repairs` repairs, `Limits.fingerprints` hardware fingerprints and
 `Limits.health_reports` executions with health evidence. Eleven queries
-(tests/burnin/test_evidence_pack.py holds the count equal for a device with 2 and with 30 executions a target)."""
+(tests/burnin/test_evidence_pack.py holds the count equal for a device with 2 and with 30 executions a target).
+
+A repair's pack (`repair_id`) is the same pack as of the moment the repair was recorded: the
+targets whose latest attempt before it failed or errored (what sent the device to repair), their
+attempts, and the history, repairs and health evidence up to then. A device accepted after its
+repair has no failing target any more; the evidence that justified the repair stays reachable
+from the repair."""
 
 from __future__ import annotations
 
+import copy
 import io
 import json
 import zipfile
@@ -32,7 +39,7 @@ from fleet.lifecycle.models import DeviceStateChange, Repair
 from fleet.policies.models import AcceptancePolicy
 from fleet.policies.selectors import load_resolutions
 from fleet_rules import evidence_pack as rules
-from fleet_rules.vocabulary import RequirementScope, Verdict
+from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 LIMITS = rules.Limits()
 #: The verdicts a vendor is sent evidence for.
@@ -57,9 +64,15 @@ def device_for_pack(*, site_slug: str, hostname: str) -> Device:
     return device
 
 
-def _changes(device: Device, limits: rules.Limits) -> tuple[list[rules.StateChange], int]:
+def _before(at: datetime | None, field: str) -> Q:
+    return Q() if at is None else Q(**{f"{field}__lt": at})
+
+
+def _changes(
+    device: Device, limits: rules.Limits, before: datetime | None = None
+) -> tuple[list[rules.StateChange], int]:
     newest = list(
-        DeviceStateChange.objects.filter(device=device)
+        DeviceStateChange.objects.filter(_before(before, "at"), device=device)
         .annotate(total=Window(Count("id")))  # all of them, counted before the limit
         .order_by("-at", "-id")[: limits.history]
     )
@@ -70,9 +83,11 @@ def _changes(device: Device, limits: rules.Limits) -> tuple[list[rules.StateChan
     return changes, newest[0].total if newest else 0
 
 
-def _repairs(device: Device, limits: rules.Limits) -> tuple[list[rules.RepairRecord], int]:
+def _repairs(
+    device: Device, limits: rules.Limits, before: datetime | None = None
+) -> tuple[list[rules.RepairRecord], int]:
     newest = list(
-        Repair.objects.filter(device=device)
+        Repair.objects.filter(_before(before, "created_at"), device=device)
         .annotate(total=Window(Count("id")))
         .order_by("-created_at", "-id")[: limits.repairs]
     )
@@ -83,10 +98,10 @@ def _repairs(device: Device, limits: rules.Limits) -> tuple[list[rules.RepairRec
     return repairs, newest[0].total if newest else 0
 
 
-def _health(device: Device, limits: rules.Limits) -> tuple[list[TestExecution], int]:
+def _health(device: Device, limits: rules.Limits, before: datetime | None = None) -> tuple[list[TestExecution], int]:
     """The device's newest executions that carried health evidence of their window (one query)."""
     newest: list[TestExecution] = list(
-        TestExecution.objects.filter(device=device, health__isnull=False)
+        TestExecution.objects.filter(_before(before, "created_at"), device=device, health__isnull=False)
         .select_related("requirement")
         .annotate(total=Window(Count("id")))  # all of them, counted before the limit
         .order_by("-created_at", "-id")[: limits.health_reports]
@@ -96,7 +111,7 @@ def _health(device: Device, limits: rules.Limits) -> tuple[list[TestExecution], 
 
 
 def _executions(
-    rows: list[PolicyProgress], since: datetime | None, limits: rules.Limits
+    rows: list[PolicyProgress], since: datetime | None, limits: rules.Limits, before: datetime | None = None
 ) -> tuple[list[TestExecution], dict[tuple[UUID, UUID], int]]:
     """The newest attempts under the current version of each failing target, and how many there
     are in all (one query: a window numbers each target's attempts, newest first)."""
@@ -108,7 +123,7 @@ def _executions(
         wanted |= Q(requirement_id=row.requirement_id) & on
     target: list[F | Coalesce] = [F("requirement_id"), Coalesce("device_id", "topology_id")]
     found = (
-        TestExecution.objects.filter(wanted, diagnostic=False)
+        TestExecution.objects.filter(wanted, _before(before, "created_at"), diagnostic=False)
         .filter(Q() if since is None else Q(created_at__gte=since))
         .select_related("requirement", "evaluation")
         .annotate(
@@ -121,6 +136,40 @@ def _executions(
     executions: list[TestExecution] = list(found)
     totals = {(e.requirement_id, e.target_id): int(e.attempts) for e in executions}  # type: ignore[attr-defined]
     return executions, totals
+
+
+def _failing_before(rows: list[PolicyProgress], before: datetime) -> list[PolicyProgress]:
+    """The device's projection rows as they stood at `before`: each target's latest counted attempt
+    created before then, kept when it failed or errored (one query). The rows are copies, changed to
+    say that attempt's verdict and execution; nothing is written."""
+    if not rows:
+        return []
+    wanted = Q()
+    for row in rows:
+        on = Q(device_id=row.target_id) if row.device_id else Q(topology_id=row.target_id)
+        wanted |= Q(requirement_id=row.requirement_id) & on
+    latest = (
+        TestExecution.objects.filter(wanted, created_at__lt=before, diagnostic=False)
+        .select_related("evaluation")
+        .order_by("requirement_id", "device_id", "topology_id", "-created_at", "-id")
+        .distinct("requirement_id", "device_id", "topology_id")
+    )
+    decided = {(e.requirement_id, e.target_id): e for e in latest}
+    failing = []
+    for row in rows:
+        execution = decided.get((row.requirement_id, row.target_id))
+        evaluation = getattr(execution, "evaluation", None) if execution is not None else None
+        if execution is None or (
+            execution.status != ExecutionStatus.ERRORED and (evaluation is None or evaluation.passed)
+        ):
+            continue
+        then = copy.copy(row)
+        then.verdict = Verdict.ERRORED if execution.status == ExecutionStatus.ERRORED else Verdict.FAILED
+        then.execution_id = execution.id
+        then.evaluation_source_key = evaluation.evaluation_source_key if evaluation is not None else None
+        then.reconciled_at = evaluation.materialised_at if evaluation is not None else execution.updated_at
+        failing.append(then)
+    return failing
 
 
 def _facts(execution: TestExecution) -> rules.ExecutionFacts:
@@ -162,32 +211,42 @@ def _zip(files: dict[str, bytes]) -> bytes:
     return buffer.getvalue()
 
 
-def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Limits = LIMITS) -> EvidencePack:
-    """The device's signed evidence pack (404 for an unknown device). Who may ask is the caller's
-    business (the API refuses satellites' clients)."""
+def evidence_pack_build(
+    *, device_id: UUID, generated_by: str, limits: rules.Limits = LIMITS, repair_id: UUID | None = None
+) -> EvidencePack:
+    """The device's signed evidence pack (404 for an unknown device), or — given one of its repairs —
+    the pack as of when that repair was recorded (404 for a repair of another device). Who may ask is
+    the caller's business (the API refuses satellites' clients)."""
     device = Device.objects.select_related("site").filter(id=device_id).first()
     if device is None:
         raise NotFoundError(f"No device {device_id}.")
+    as_of = None
+    if repair_id is not None:
+        repair = Repair.objects.filter(id=repair_id, device=device).only("id", "created_at").first()
+        if repair is None:
+            raise NotFoundError(f"No repair {repair_id} of device {device.hostname}.")
+        as_of = rules.AsOf(repair.created_at, repair.id)
+    before = as_of.at if as_of is not None else None
     site: Site = device.site
     topologies = {t.id: t for t in Topology.objects.filter(memberships__device=device)}
     policy = AcceptancePolicy.objects.filter(resource_class=device.resource_class).first()
     rows: list[PolicyProgress] = []
     if policy is not None:
-        rows = list(
-            PolicyProgress.objects.filter(
-                Q(device=device) | Q(topology_id__in=list(topologies)),
-                requirement__policy=policy,
-                requirement__retired_at__isnull=True,
-                verdict__in=BAD_VERDICTS,
-            ).select_related("requirement")
-        )
+        mine = PolicyProgress.objects.filter(
+            Q(device=device) | Q(topology_id__in=list(topologies)),
+            requirement__policy=policy,
+            requirement__retired_at__isnull=True,
+        ).select_related("requirement")
+        rows = list(mine.filter(verdict__in=BAD_VERDICTS)) if before is None else _failing_before(list(mine), before)
     resolutions = load_resolutions({(row.requirement_id, site.id) for row in rows})
     since = policy.version_changed_at if policy is not None else None
-    executions, totals = _executions(rows, since, limits)
-    history, history_total = _changes(device, limits)
-    repairs, repairs_total = _repairs(device, limits)
-    health, health_total = _health(device, limits)
+    executions, totals = _executions(rows, since, limits, before)
+    history, history_total = _changes(device, limits, before)
+    repairs, repairs_total = _repairs(device, limits, before)
+    health, health_total = _health(device, limits, before)
     fingerprints = fingerprint_history(device.id, limit=limits.fingerprints)
+    if before is not None:  # the hardware as it had been seen by then
+        fingerprints.fingerprints[:] = [f for f in fingerprints.fingerprints if f.first_seen_at < before]
 
     by_target: dict[tuple[UUID, UUID], list[TestExecution]] = {}
     for execution in executions:
@@ -247,6 +306,7 @@ def evidence_pack_build(*, device_id: UUID, generated_by: str, limits: rules.Lim
             for f in fingerprints.fingerprints
         ],
         fingerprints_total=fingerprints.total,
+        as_of=as_of,
     )
     manifest = rules.canonical(document)
     key = signing_key()

@@ -8,12 +8,14 @@ from typing import Any
 from uuid import UUID
 
 from fleet.burnin.diagnosis.isolation import isolation_plan_get, plan_data
+from fleet.burnin.reads.outcomes import job_outcomes
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.models import Job
 from fleet.jobs.receipts import Receipt, receipt_of
 from fleet.jobs.selectors import job_get
+from fleet_rules.jobs import JobOutcome
 from fleet_rules.vocabulary import PersonAction
 
 
@@ -38,14 +40,15 @@ class JobCancelRead:
     job: Job
     held: list[str]  # hostnames of the devices the job holds now
     used: Receipt | None  # when this confirmation's token was already used
+    outcome: JobOutcome  # what it came to, in the words of the jobs list
 
 
 def job_cancel_page(job_id: UUID, token: UUID) -> JobCancelRead:
-    """The job to cancel with its devices (`NotFoundError` when unknown), and whether this
-    confirmation was already used (three queries)."""
+    """The job to cancel with its devices (`NotFoundError` when unknown), whether this
+    confirmation was already used, and what the job came to (four queries)."""
     job = job_get(job_id)
     held = [jd.device.hostname for jd in job.job_devices.all() if jd.active]
-    return JobCancelRead(job, held, receipt_of(token))
+    return JobCancelRead(job, held, receipt_of(token), job_outcomes([job])[job.id])
 
 
 @dataclass(frozen=True)

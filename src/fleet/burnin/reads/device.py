@@ -29,9 +29,11 @@ from fleet.lifecycle.reads import DeviceLifecycle, device_lifecycle
 from fleet.policies.models import AcceptancePolicy, Requirement
 from fleet_rules.attempts import AttemptSummary
 from fleet_rules.eligibility import is_burn_in_eligible, is_enrolled
+from fleet_rules.evidence import rule_outcomes
 from fleet_rules.fingerprint import PartCheck, repair_check
 from fleet_rules.health_evidence import XidEvent, fatal_events
 from fleet_rules.jobs import JobOutcome
+from fleet_rules.readable import metric_unit, outcome_text
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 HISTORY_LIMIT = 200
@@ -46,6 +48,11 @@ class RequirementVerdict:
     execution_id: UUID | None
     policy_version: int | None
     blocked: str = ""  # a rack that has not run: who blocks it ("blocked: a03-n04 failed nccl-in-node")
+    #: Why its deciding execution did not pass, as the failures list says it: the failing rules'
+    #: outcomes in words (measured against the threshold, with units), or the run's error.
+    why: tuple[str, ...] = ()
+    #: The metric its picture opens on: the first failing rule's (`hbm_bandwidth_tbps.min`), or "".
+    metric: str = ""
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,9 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
     targets = [device.id, *(t.id for t in topologies)]
     rows = {
         (p.requirement_id, p.target_id): p
-        for p in PolicyProgress.objects.filter(requirement__in=requirements, target_id__in=targets)
+        for p in PolicyProgress.objects.filter(requirement__in=requirements, target_id__in=targets).select_related(
+            "execution", "execution__evaluation"
+        )
     }
     enrolled = is_enrolled(enrolled_at=device.enrolled_at, state=device.state)
     targets_of = {
@@ -118,6 +127,7 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
         row = rows.get((r.id, target.id if target else device.id))
         is_target = enrolled and (target is not None or not multi)
         why = blocked.get((target.id, device.resource_class)) if target is not None and is_target else None
+        failing = _failing(r, row) if row is not None and is_target else []
         verdicts.append(
             RequirementVerdict(
                 r.name,
@@ -127,6 +137,8 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
                 row.execution_id if row and is_target else None,
                 row.policy_version if row and is_target else None,
                 why.text if why else "",
+                tuple(text for _, text in failing),
+                failing[0][0] if failing and failing[0][0] else "",
             )
         )
     # A rack's runs are this device's attempts only if it took part: its job held the device (or,
@@ -172,6 +184,28 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
         enrolled,
         is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state),
     )
+
+
+def _failing(requirement: Requirement, row: PolicyProgress) -> list[tuple[str, str]]:
+    """(metric name, words) for each rule the row's deciding execution failed — the failures
+    list's wording (`fleet_rules.readable.outcome_text`) — or ("", the error) for an errored run."""
+    execution = row.execution
+    if row.verdict not in (Verdict.FAILED, Verdict.ERRORED) or execution is None:
+        return []
+    evaluation = getattr(execution, "evaluation", None)
+    outcomes = (
+        [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
+        if evaluation
+        else []
+    )
+    declared = requirement.metric_units
+    failing = [
+        (o.name, outcome_text(o, metric_unit(execution.metrics, o.metric, declared.get(o.metric, ""))))
+        for o in outcomes
+    ]
+    if not failing and (execution.error or (evaluation and evaluation.reason)):
+        failing = [("", execution.error or (evaluation.reason if evaluation else ""))]
+    return failing
 
 
 def _verdict(row: PolicyProgress | None) -> str:

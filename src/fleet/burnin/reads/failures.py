@@ -1,6 +1,10 @@
 """The failures list (`/sites/<slug>/failures/` and its CSV): failed and errored targets with
 their failing rules, errors and attempts; the passes that followed failures; diagnoses and
-suspects."""
+suspects.
+
+A target whose latest finished attempt failed is failing until an attempt passes: while its rerun
+runs (the projection says `in_progress`), the list shows it with that failed attempt's verdict and
+reasons, and says "rerun in progress" beside them — never "Nothing failed" instead."""
 
 from __future__ import annotations
 
@@ -10,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from uuid import UUID
 
-from django.db.models import Count, Exists, OuterRef, Q
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
 from fleet.burnin.diagnosis.attempts import PassedAfter, passes_after_failures
 from fleet.burnin.diagnosis.isolation import site_diagnoses
@@ -19,11 +23,15 @@ from fleet.burnin.models import DeviceDiagnosis, EvaluationResult, PolicyProgres
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.lifecycle.models import Repair
+from fleet_rules.attempts import Outcomes
 from fleet_rules.evidence import RuleOutcome, rule_outcomes
 from fleet_rules.readable import metric_unit, outcome_text
-from fleet_rules.vocabulary import Verdict
+from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 NOT_PASSING = (Verdict.FAILED, Verdict.ERRORED)
+#: Rows being rerun whose counted attempts include a failure or an error (`Outcomes`, kept on the
+#: row by reconcile): the candidates for "failing, rerun in progress".
+RERUN_OF_A_FAILURE = Q(verdict=Verdict.IN_PROGRESS, outcomes__gte=Outcomes.FAILED)
 SUSPECTS_SHOWN = 20
 DIAGNOSES_SHOWN = 50
 
@@ -86,35 +94,34 @@ class FailureRow:
     error: str
     attempts: int  # executions of the target under the current policy version
     units: dict[str, str]  # metric → its unit (`fleet_rules.readable.metric_unit`)
+    #: A rerun of the target is running now; `verdict` and the rest are its latest finished attempt's.
+    rerun_in_progress: bool = False
+    topology_unit: str = ""  # rack, nvlink-domain or pod, for a topology's row
 
 
 def site_failures(
     site: Site, filters: FailureFilters, *, order: str = "newest", page: int = 0, limit: int = 100
 ) -> tuple[list[FailureRow], bool]:
     """Failed and errored targets with their failing rules (measured value, comparator, threshold,
-    margin), the error of errored runs, and their attempts (two queries). Returns (rows, more)."""
-    rows = PolicyProgress.objects.filter(site=site, verdict__in=NOT_PASSING).select_related(
-        "requirement", "requirement__policy", "device", "topology", "execution", "execution__evaluation"
-    )
-    if filters.resource_class:
-        rows = rows.filter(resource_class=filters.resource_class)
-    if filters.requirement:
-        rows = rows.filter(requirement__name=filters.requirement)
+    margin), the error of errored runs, and their attempts; the first page starts with the failing
+    targets being rerun now (four queries). Returns (rows, more)."""
+    rows = _filtered(PolicyProgress.objects.filter(site=site, verdict__in=NOT_PASSING), filters)
     if filters.verdict:
         rows = rows.filter(verdict=filters.verdict)
-    if filters.satellite:
-        rows = rows.filter(satellite__name=filters.satellite)
     chosen = list(rows.order_by(*FAILURE_ORDERS[order])[page * limit : (page + 1) * limit + 1])
     more = len(chosen) > limit
     chosen = chosen[:limit]
-    attempts = attempts_under_current_version([(p.requirement_id, p.target_id, p.policy_version) for p in chosen])
+    decided = [(p, p.execution) for p in chosen]
+    if page == 0:
+        decided = _reruns_of_failures(site, filters, limit) + decided
+    attempts = attempts_under_current_version([(p.requirement_id, p.target_id, p.policy_version) for p, _ in decided])
     failures = []
-    for p in chosen:
-        execution = p.execution
+    for p, execution in decided:
         evaluation = getattr(execution, "evaluation", None) if execution is not None else None
         explained = Explained([], "", {})
         if execution is not None and evaluation is not None:
             explained = failure_explained(execution, evaluation, p.requirement.metric_units)
+        rerun = p.verdict == Verdict.IN_PROGRESS
         failures.append(
             FailureRow(
                 row_id=p.id,
@@ -123,16 +130,81 @@ def site_failures(
                 topology_id=p.topology_id,
                 resource_class=p.resource_class,
                 requirement=p.requirement.name,
-                verdict=p.verdict,
-                execution_id=p.execution_id,
+                verdict=(_finished_verdict(execution) if rerun and execution is not None else None) or p.verdict,
+                execution_id=execution.id if execution is not None else None,
                 finished_at=execution.finished_at if execution is not None else None,
                 rules=explained.rules,
                 error=explained.error,
                 attempts=attempts.get((p.requirement_id, p.target_id), 0),
                 units=explained.units,
+                rerun_in_progress=rerun,
+                topology_unit=p.topology.unit if p.topology is not None else "",
             )
         )
     return failures, more
+
+
+def _filtered(rows: QuerySet[PolicyProgress], filters: FailureFilters) -> QuerySet[PolicyProgress]:
+    rows = rows.select_related(
+        "requirement", "requirement__policy", "device", "topology", "execution", "execution__evaluation"
+    )
+    if filters.resource_class:
+        rows = rows.filter(resource_class=filters.resource_class)
+    if filters.requirement:
+        rows = rows.filter(requirement__name=filters.requirement)
+    if filters.satellite:
+        rows = rows.filter(satellite__name=filters.satellite)
+    return rows
+
+
+def _reruns_of_failures(
+    site: Site, filters: FailureFilters, limit: int
+) -> list[tuple[PolicyProgress, TestExecution | None]]:
+    """The targets being rerun whose latest finished attempt failed or errored, each with that
+    attempt (two queries, at most `limit` rows): still failing until an attempt passes."""
+    candidates = list(
+        _filtered(PolicyProgress.objects.filter(Q(site=site) & RERUN_OF_A_FAILURE), filters).order_by(
+            *FAILURE_ORDERS["target"]
+        )[:limit]
+    )
+    if not candidates:
+        return []
+    finished = _latest_finished([(p.requirement_id, p.device_id, p.topology_id) for p in candidates])
+    failing = []
+    for p in candidates:
+        execution = finished.get((p.requirement_id, p.device_id, p.topology_id))
+        verdict = _finished_verdict(execution) if execution is not None else None
+        if verdict in NOT_PASSING and (not filters.verdict or filters.verdict == verdict):
+            failing.append((p, execution))
+    return failing
+
+
+def _latest_finished(targets: Sequence[tuple[UUID, UUID | None, UUID | None]]) -> dict[tuple, TestExecution]:
+    """(requirement, device, topology) → its latest finished execution that counts (not a
+    diagnostic run), with its evaluation (one query)."""
+    executions = (
+        TestExecution.objects.filter(requirement_id__in={r for r, _, _ in targets}, diagnostic=False)
+        .filter(
+            Q(device_id__in={d for _, d, _ in targets if d is not None})
+            | Q(topology_id__in={t for _, _, t in targets if t is not None})
+        )
+        .exclude(status=ExecutionStatus.RUNNING)
+        .select_related("evaluation")
+        .order_by("requirement_id", "device_id", "topology_id", "-created_at")
+        .distinct("requirement_id", "device_id", "topology_id")
+    )
+    return {(e.requirement_id, e.device_id, e.topology_id): e for e in executions}
+
+
+def _finished_verdict(execution: TestExecution) -> str | None:
+    """A finished execution's verdict as its evaluation (of its latest report) decided it; None
+    while it is not evaluated yet."""
+    if execution.status == ExecutionStatus.ERRORED:
+        return Verdict.ERRORED
+    evaluation = getattr(execution, "evaluation", None)
+    if evaluation is None or evaluation.execution_updated_at != execution.updated_at:
+        return None
+    return Verdict.PASSED if evaluation.passed else Verdict.FAILED
 
 
 def iter_site_failures(site: Site, filters: FailureFilters, *, order: str, chunk: int = 500) -> Iterator[FailureRow]:

@@ -17,7 +17,7 @@ from fleet.burnin.reads.filters import RackChoice, SiteFilterValues
 from fleet.inventory.models import Device, Site, TopologyMembership
 from fleet.policies.models import Requirement
 from fleet_rules.eligibility import is_enrolled
-from fleet_rules.vocabulary import RequirementScope, Verdict
+from fleet_rules.vocabulary import DeviceState, RequirementScope, Verdict
 
 
 @dataclass(frozen=True)
@@ -97,10 +97,19 @@ def site_grid(
     if filters.topology:
         devices_q = devices_q.filter(memberships__topology__label=filters.topology)
     if filters.verdict:
-        with_verdict = PolicyProgress.objects.filter(site=site, verdict=filters.verdict)
+        # Exactly the rows that show a cell of this verdict: a row of one of the page's columns,
+        # of the device or of a topology it is an enrolled member of (a spare racked with a failed
+        # rack shows no verdict at all, so it is not a row of "failed").
+        with_verdict = PolicyProgress.objects.filter(
+            site=site, verdict=filters.verdict, requirement_id__in=[c.requirement_id for c in columns]
+        )
         devices_q = devices_q.filter(
             Q(id__in=with_verdict.filter(device__isnull=False).values("device_id"))
-            | Q(memberships__topology_id__in=with_verdict.filter(topology__isnull=False).values("topology_id"))
+            | (
+                Q(memberships__topology_id__in=with_verdict.filter(topology__isnull=False).values("topology_id"))
+                & Q(enrolled_at__isnull=False)
+                & ~Q(state=DeviceState.DECOMMISSIONED)  # `fleet_rules.eligibility.is_enrolled`
+            )
         )
     if after:
         devices_q = devices_q.filter(hostname__gt=after)

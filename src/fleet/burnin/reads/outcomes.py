@@ -16,11 +16,13 @@ from fleet_rules.vocabulary import ExecutionStatus
 
 def job_outcomes(jobs: Sequence[Job]) -> dict[UUID, JobOutcome]:
     """Each job's outcome from its executions, counted by how they stand (one query). A job is
-    asked to run each of its requirements on each device, or once on its topology."""
+    asked to run each of its requirements on each device, or once on its topology. A culprit
+    isolation round's job counts its own (diagnostic) runs: it reported them, and "only 0 of 1
+    reported" would say otherwise."""
     finished = Q(status=ExecutionStatus.COMPLETED)
     counts = {
         row["job_id"]: row
-        for row in TestExecution.objects.filter(job_id__in=[j.id for j in jobs], diagnostic=False)
+        for row in TestExecution.objects.filter(job_id__in=[j.id for j in jobs])
         .values("job_id")
         .annotate(
             running=Count("id", filter=Q(status=ExecutionStatus.RUNNING)),

@@ -14,6 +14,7 @@ from django import template
 from django.urls import reverse
 from django.utils import timezone
 
+from fleet.dashboard.charts import metric_picture_anchor
 from fleet_rules import readable
 from fleet_rules.evidence import RuleOutcome
 from fleet_rules.explanations import (
@@ -21,6 +22,7 @@ from fleet_rules.explanations import (
     EXCLUSION_EXPLANATIONS,
     SKIP_EXPLANATIONS,
     STATE_SIGNS,
+    VERDICT_HINTS,
     VERDICT_SIGNS,
     WORKFLOW_WORDS,
 )
@@ -53,6 +55,11 @@ def execution_href(execution_id: UUID | str) -> str:
 @register.filter
 def verdict_word(verdict: str) -> str:
     return VERDICT_SIGNS[Verdict(verdict)][1] if verdict in Verdict.values else "no target"
+
+
+@register.filter
+def verdict_hint(verdict: str) -> str:
+    return VERDICT_HINTS.get(Verdict(verdict), "") if verdict in Verdict.values else ""
 
 
 @register.filter
@@ -202,3 +209,10 @@ def rounded(value: float | None, digits: int = 1) -> str:
 def workflow_words(workflow_name: str) -> str:
     """`Single-node burn-in` for `SingleNodeBurnInWorkflow`: headings in the domain's words."""
     return WORKFLOW_WORDS.get(workflow_name, workflow_name)
+
+
+@register.filter
+def metric_anchor(resource_class: str, metric: str) -> str:
+    """The id of a metric's picture on the metrics page (`m-gpu.h200.8x-d2d_gbps.min`): where a
+    failure's "on the fleet's picture" link lands."""
+    return metric_picture_anchor(resource_class, metric)

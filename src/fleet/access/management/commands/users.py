@@ -30,7 +30,7 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         if options["action"] == "list":
             for person in users_list():
-                roles = ", ".join(person.roles) or "no role"
+                roles = person.role + (" (superuser)" if person.superuser else "")
                 flags = "" if person.active else " (inactive)"
                 last = person.last_login.isoformat(timespec="seconds") if person.last_login else "never"
                 self.stdout.write(f"{person.username}\t{roles}{flags}\tlast login {last}")
@@ -41,7 +41,7 @@ class Command(BaseCommand):
         except ValidationError as exc:
             problems = "; ".join(f"{field}: {' '.join(messages)}" for field, messages in exc.message_dict.items())
             raise CommandError(problems) from exc
-        self.stdout.write(f"Added {person.username} as {person.roles[0]}.")
+        self.stdout.write(f"Added {person.username} as {person.role}.")
 
     def _password(self, from_stdin: bool) -> str:
         if from_stdin:

@@ -90,7 +90,7 @@ class Command(BaseCommand):
             return
         console.print("Nothing can be dispatched now. What is failing in the selection:")
         for f in failing:
-            why = "; ".join(rule.describe() for rule in f.rules) or f.error or f.verdict
+            why = "; ".join(rule.describe(f.units.get(rule.metric, "")) for rule in f.rules) or f.error or f.verdict
             console.print(f"  {f.target} {f.requirement} ({f.verdict}, attempt {f.attempts}): {why}")
 
     def render(self, site: Site, outcome: DispatchOutcome, dry_run: bool, selected: list[uuid.UUID]) -> None:

@@ -47,10 +47,27 @@
   });
   // Paused: the live parts' polling requests are cancelled here (a trigger filter such as
   // `every 5s [!window.fleetPaused]` would need eval, which the Content-Security-Policy forbids).
+  // Once the session has ended no live part asks again.
   document.addEventListener("htmx:beforeRequest", function (event) {
     var trigger = (event.detail.elt && event.detail.elt.getAttribute("hx-trigger")) || "";
-    if (window.fleetPaused && /^\s*every\b/.test(trigger)) {
+    if (window.fleetSessionEnded || (window.fleetPaused && /^\s*every\b/.test(trigger))) {
       event.preventDefault();
+    }
+  });
+  // A live part whose session ended (the server's 401): keep what the page shows, stop asking, and
+  // say so in the banner, whose link signs in again and comes back to this page.
+  document.addEventListener("htmx:beforeSwap", function (event) {
+    if (event.detail.xhr && event.detail.xhr.status === 401) {
+      event.detail.shouldSwap = false;
+      event.detail.isError = false;
+      window.fleetSessionEnded = true;
+      var banner = document.getElementById("session-ended");
+      var link = document.getElementById("sign-in-again");
+      if (banner && link) {
+        // back to this page (not the live part's URL) once signed in; built here, not echoed by the server
+        link.href = link.pathname + "?next=" + encodeURIComponent(window.location.pathname + window.location.search);
+        banner.hidden = false;
+      }
     }
   });
   document.addEventListener("htmx:afterSwap", tickAges);

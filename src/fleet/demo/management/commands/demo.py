@@ -2,15 +2,22 @@
 
 Migrates (creating DATABASE_URL's database when it does not exist yet), applies the example fleet,
 issues each satellite its OAuth2 client, starts `fleet serve` and one `fleet-agent run` (simulated
-executor) per satellite, prints the dashboard's URL and login in a box, then plays the operator: it
-dispatches everything that has not passed yet and prints the progress table whenever it changes,
-until Ctrl-C. Every log line — the server's, the agents', its own — has one format
-(`FLEET_LOG_FORMAT`, text unless set). `fleet demo --reset` (`make reset`) deletes the demo's data.
+executor) per satellite, prints the dashboard's URL and login in a box, then plays the operator
+(`fleet.demo.operator`) and prints the progress table whenever it changes, until Ctrl-C. Every log
+line — the server's, the agents', its own — has one format (`FLEET_LOG_FORMAT`, text unless set).
+`fleet demo --reset` (`make reset`) deletes the demo's data.
+
+The server and the agents run in process groups of their own, so that Ctrl-C (SIGINT to the
+terminal's foreground process group) reaches this process alone, which stops them in order: the
+agents first, each finishing or handing back its jobs while the server still answers, then the
+server; the embedded PostgreSQL stops when the last process attached to it exits.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import logging
 import os
 import secrets
@@ -41,19 +48,20 @@ from rich.text import Text
 
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reads import failures as reads
-from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.core import embedded
 from fleet.core.console import command_console
 from fleet.core.dbbackend.base import APP_DATABASE
 from fleet.core.logs import JsonLines, TextLines
-from fleet.demo.story import LifecycleStory
+from fleet.demo.operator import DemoOperator
+from fleet.demo.simulation import agent_environment
+from fleet.demo.story import LifecycleStory, Technician
 from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.inventory.models import Satellite, Site
 from fleet.inventory.services import satellite_credentials_issue
 from fleet.jobs.models import Job
 from fleet_rules.explanations import DISPLAY_ORDER, VERDICT_SIGNS
-from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, PlanningMode, Verdict
+from fleet_rules.vocabulary import ACTIVE_JOB_STATUSES, Verdict
 
 EXAMPLE = Path(__file__).resolve().parents[5] / "examples" / "fleet.yaml"
 
@@ -90,8 +98,9 @@ class Command(BaseCommand):
             "--seed",
             type=int,
             default=42,
-            help="Seed of the simulated executor: which devices are faulty and what they measure "
-            "(default 42; the same seed plays the same fleet).",
+            help="Seed of the simulated executor: which devices are faulty (by hostname), which member of each "
+            "NVLink domain has a fabric fault, and what they measure (default 42; the same seed plays the same "
+            "fleet, after `make reset` too).",
         )
         parser.add_argument(
             "--faulty-share",
@@ -135,10 +144,16 @@ class Command(BaseCommand):
             document = parse_text(Path(options["fleet_file"]).read_text())
         except (OSError, FleetFileError) as exc:
             raise CommandError(f"{options['fleet_file']}: {exc}") from exc
-        for policy in document.policies:  # --max-attempts is the policies' repair_after_failures
-            policy.lifecycle = replace(policy.lifecycle, repair_after_failures=options["max_attempts"])
+        for policy in document.policies:
+            # --max-attempts is the policies' repair_after_failures. The breaker's share is raised
+            # for the demo's small fleet: 20 % of 18 trays is 3 moves an hour, which its simulated
+            # 15 % faulty share and a collective's culprits would trip at once.
+            policy.lifecycle = replace(
+                policy.lifecycle, repair_after_failures=options["max_attempts"], breaker_share=DEMO_BREAKER_SHARE
+            )
         summary = fleet_apply(document=document)
-        self.story = LifecycleStory(settings.DATA_DIR / "agents", options["repair_after"])
+        self.story = LifecycleStory()
+        self.operator = DemoOperator(Technician(settings.DATA_DIR / "agents"), options["repair_after"])
         log.info("fleet applied from %s (%s devices created)", options["fleet_file"], summary.counts["devices"].created)
         password = self.ensure_admin(console)
         base = f"http://{options['host']}:{options['port']}"
@@ -146,6 +161,11 @@ class Command(BaseCommand):
         stop = {"now": False}
 
         def request_stop(signum, _frame):
+            if not stop["now"]:
+                log.info(
+                    "stopping (%s): the agents finish or hand back their jobs, then the server stops",
+                    signal.Signals(signum).name,
+                )
             stop["now"] = True
 
         signal.signal(signal.SIGINT, request_stop)
@@ -164,6 +184,9 @@ class Command(BaseCommand):
                 )
             )
             self.wait_until_up(base, children[0])
+            simulated = agent_environment(
+                seed=options["seed"], faulty_share=options["faulty_share"], time_scale=options["time_scale"]
+            )
             for satellite in Satellite.objects.select_related("site").order_by("site__slug", "name"):
                 issued = satellite_credentials_issue(satellite=satellite)
                 env = {
@@ -172,13 +195,14 @@ class Command(BaseCommand):
                     "FLEET_AGENT_SATELLITE": satellite.name,
                     "FLEET_AGENT_CLIENT_ID": issued.client_id,
                     "FLEET_AGENT_CLIENT_SECRET": issued.client_secret,
-                    "FLEET_AGENT_SEED": str(options["seed"]),
-                    "FLEET_AGENT_TIME_SCALE": str(options["time_scale"]),
-                    "FLEET_AGENT_FAULTY_SHARE": str(options["faulty_share"]),
+                    **simulated,
                     "FLEET_AGENT_STATE_DIR": str(settings.DATA_DIR / "agents" / satellite.site.slug / satellite.name),
                     "FLEET_AGENT_RECONCILE_INTERVAL": "10",
                     "FLEET_AGENT_EVALUATE_INTERVAL": "3",
                     "FLEET_AGENT_LOG_FORMAT": log_format,
+                    # The demo tells the story (its table, the lifecycle's steps): an agent's line per
+                    # measurement would bury it. Its warnings and errors still show.
+                    "FLEET_AGENT_LOG_LEVEL": os.environ.get("FLEET_AGENT_LOG_LEVEL", "WARNING"),
                 }
                 children.append(self.spawn([sys.executable, "-m", "fleet_agent", "run"], env))
             self.wait_for_agents(started_at=time.time(), timeout=20)
@@ -194,10 +218,12 @@ class Command(BaseCommand):
                     next_dispatch = time.monotonic() + options["dispatch_every"]
                 time.sleep(0.5)
         finally:
-            # Agents first, so their last reports still reach the server; then the server.
-            self.terminate(children[1:])
-            self.terminate(children[:1])
+            # Agents first, so their last reports and handed-back jobs still reach the server; then
+            # the server. Children exited on their own (a crash) are not waited for.
+            self.terminate(children[1:], timeout=AGENTS_STOP_S)
+            self.terminate(children[:1], timeout=SERVER_STOP_S)
         self.print_progress(console)
+        log.info("stopped: every process of the demo has exited")
 
     def configure_logs(self) -> str:
         """One format for every line: FLEET_LOG_FORMAT (`text` unless set), for this process's
@@ -307,8 +333,9 @@ class Command(BaseCommand):
             Text(f"API docs {base}/api/docs/  ·  admin {base}/admin/"),
             Text(
                 f"The operator loop reruns what has not passed; {max_attempts} failure(s) of a target send its device "
-                "to repair, and the demo's technician repairs it. The table below is printed when it changes. "
-                "Ctrl-C stops everything; `make reset` starts over.",
+                "to repair, and the demo's technician repairs it; a rack collective failing while its members pass "
+                "their own tests is not rerun but isolated, and its culprit repaired. The table below is printed "
+                "when it changes. Ctrl-C stops everything; `make reset` starts over.",
             ),
         ]
         # Wide enough that no URL, password or path is broken over two lines.
@@ -317,19 +344,28 @@ class Command(BaseCommand):
         wide.print(Panel(Group(*lines), title="fleet-burnin demo", expand=False))
         wide.print()
 
-    def terminate(self, processes: list[subprocess.Popen]) -> None:
+    def terminate(self, processes: list[subprocess.Popen], *, timeout: float) -> None:
+        """SIGTERM to each process's own group (the server's workers are in it), then wait at most
+        `timeout` seconds in all; what is left then is killed."""
         for process in processes:
             if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
         for process in processes:
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
+                log.warning("pid %s did not stop within %.0f s; killed", process.pid, timeout)
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
 
     def spawn(self, command: list[str], extra_env: dict[str, str]) -> subprocess.Popen:
+        """A child in a process group of its own (Ctrl-C reaches the demo alone, which stops the
+        children in order), and told to stop if the demo dies without stopping it (SIGKILL)."""
         env = dict(os.environ) | extra_env
-        return subprocess.Popen(command, env=env)
+        return subprocess.Popen(command, env=env, process_group=0, preexec_fn=_stop_with_parent)
 
     def wait_until_up(self, base: str, server: subprocess.Popen) -> None:
         deadline = time.monotonic() + 60
@@ -358,34 +394,10 @@ class Command(BaseCommand):
         return password
 
     def operator_pass(self, console: Console) -> None:
-        """What an operator does: say what the lifecycle did, record the repairs the technician made,
-        and rerun everything that has not passed (a device in needs_repair is not dispatched: the
-        service sends it there after `--max-attempts` failures and it waits for its repair)."""
+        """Say what the lifecycle did, let the demo's operator act (`fleet.demo.operator`: repairs,
+        culprit isolation, reruns), and print the table if it changed."""
         self.story.tell()
-        self.story.repair_the_waiting()
-        for site in Site.objects.all():
-            waiting = set(
-                PolicyProgress.objects.filter(site=site, device__isnull=False)
-                .exclude(verdict=Verdict.PASSED)
-                .values_list("device_id", flat=True)
-            )
-            waiting |= set(
-                PolicyProgress.objects.filter(site=site, topology__isnull=False)
-                .exclude(verdict=Verdict.PASSED)
-                .values_list("topology__devices__id", flat=True)
-            ) - {None}
-            if not waiting:
-                continue
-            outcome = rerun_dispatch(
-                site=site,
-                device_ids=sorted(waiting, key=str),
-                mode=PlanningMode.NON_PASSING,
-                requested_by="demo operator",
-            )
-            if outcome.created_jobs:
-                log.info(
-                    "dispatched %s job(s) for %s device(s) at %s", len(outcome.created_jobs), len(waiting), site.slug
-                )
+        self.operator.act()
         self.print_progress(console)
 
     def print_progress(self, console: Console) -> None:
@@ -425,8 +437,24 @@ class Command(BaseCommand):
             console.print(line, markup=False, highlight=False)
 
 
+#: The circuit breaker's share of a class's devices the demo's policies take (docs/lifecycle.md).
+DEMO_BREAKER_SHARE = 0.5
 #: Failing targets listed under the progress table (the dashboard lists them all).
 FAILURES_SHOWN = 8
+#: How long the agents get to finish or hand back their jobs, then the server to stop: Ctrl-C
+#: ends everything within their sum.
+AGENTS_STOP_S = 8.0
+SERVER_STOP_S = 5.0
+
+
+def _stop_with_parent() -> None:
+    """In the child before exec (Linux): SIGTERM when the demo's process dies, so that a demo
+    killed outright leaves no agent or server behind."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _embedded() -> bool:
@@ -444,4 +472,6 @@ def _attempt(counted: int) -> str:
 
 
 def _why(failure: reads.FailureRow) -> str:
-    return "; ".join(rule.describe() for rule in failure.rules) or failure.error or "failed"
+    why = "; ".join(rule.describe(failure.units.get(rule.metric, "")) for rule in failure.rules)
+    why = why or failure.error or "failed"
+    return f"{why} — rerun in progress" if failure.rerun_in_progress else why

@@ -93,11 +93,7 @@ def render_what_if(result: dict, console: Console) -> None:
         if heading != group:
             group = heading
             console.print(f"[bold]{flip['site']} · {flip['resource_class']} · {flip['requirement']}[/bold]")
-        rules = "; ".join(
-            f"{r['metric']}{'.' + r['statistic'] if r['statistic'] else ''} {r['value']} "
-            f"{r['comparator']} {r['threshold']}"
-            for r in flip["rules"]
-        )
+        rules = "; ".join(r["text"] for r in flip["rules"])
         console.print(f"  {flip['target']}: {flip['from']} → {flip['to']}" + (f" ({rules})" if rules else ""))
     console.print(
         f"{len(result['flips'])} target(s) would flip; "
