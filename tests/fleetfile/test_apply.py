@@ -14,8 +14,9 @@ from fleet.fleetfile.apply import fleet_apply
 from fleet.fleetfile.document import FleetFileError, parse_text
 from fleet.fleetfile.export import fleet_export, to_yaml
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
+from fleet.lifecycle.models import DeviceStateChange
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
-from fleet_rules.vocabulary import DeviceState
+from fleet_rules.vocabulary import DeviceState, TransitionCause
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "fleet.yaml"
 
@@ -267,6 +268,10 @@ def test_devices_absent_from_the_file_are_left_alone_unless_pruned(db):
     assert not Device.objects.filter(hostname="a01-n02").exists()
     kept.refresh_from_db()
     assert kept.state == DeviceState.DECOMMISSIONED
+    # decommissioned through the lifecycle's writer: its history says so (pruning wrote none)
+    (change,) = DeviceStateChange.objects.filter(device=kept)
+    assert (change.to_state, change.cause) == (DeviceState.DECOMMISSIONED, TransitionCause.FLEET_FILE)
+    assert "--prune" in change.reason
     assert not Topology.objects.filter(label="rack-a04").exists()
     assert summary.counts["devices"].removed == 2
     assert any("a01-n01" in note for note in summary.notes)

@@ -10,7 +10,9 @@ from fleet.burnin.reruns.service import rerun_dispatch
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job
 from fleet.jobs.services import job_finish
+from fleet.lifecycle.metrics import lifecycle_gauges
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
+from fleet_rules.readable import outcome_text
 from fleet_rules.vocabulary import DeviceState, JobStatus, PlanningMode, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
 
@@ -153,12 +155,22 @@ def test_the_repair_queue_lists_devices_oldest_first_with_why(world, bearer):
     assert bearer(OPERATOR).get(f"/api/v1/burn-in/sites/{world.site.id}/repair-queue/?limit=0").status_code == 400
 
 
-def test_closing_a_breaker_judges_the_held_moves_again(fleet, bearer):
+def _breaker_gauge(site) -> float | None:
+    (_, breakers) = lifecycle_gauges()
+    return next((s.value for s in breakers.samples if s.labels == {"site": site.slug, "resource_class": RC}), None)
+
+
+def test_a_reset_breaker_stays_reset_lets_what_it_held_through_and_starts_its_window_over(fleet, bearer):
+    """A reset says "I looked: the hardware really is broken". What the breaker held goes to repair
+    now, the breaker stays closed (its gauge 0), and its window starts at the reset: the moves made
+    before it, and those it let through, no longer count toward tripping it again."""
     world = World(fleet, devices=10, repair_after_failures=1)
-    world.fail(world.devices[:5])
+    world.fail(world.devices[:5])  # the floor of 3 lets three through, holds two and trips
     client = bearer(OPERATOR)
     listed = client.get(f"/api/v1/burn-in/sites/{world.site.id}/breakers/").json()["results"]
     assert [(b["resource_class"], b["open"], b["held"]) for b in listed] == [(RC, True, 2)]
+    assert _breaker_gauge(world.site) == 1
+    held = {str(d) for d in DeviceStateChange.objects.filter(held=True).values_list("device_id", flat=True)}
     reset = client.post(
         f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/",
         {"reason": "the devices are broken"},
@@ -167,17 +179,21 @@ def test_closing_a_breaker_judges_the_held_moves_again(fleet, bearer):
     assert reset.status_code == 200, reset.content
     body = reset.json()
     assert body["breaker"]["open"] is False and body["breaker"]["closed_by"] == "client:automation"
-    # within the window 3 moves were made already: the limit (3) holds the two again and trips anew
-    assert body["moved"] == [] and len(body["held"]) == 2
-    assert Breaker.objects.filter(closed_at__isnull=True).count() == 1
-    # with a policy that lets the whole class through, closing it sends the two held devices to repair
-    world.policy.breaker_share = 1.0
-    world.policy.save()
-    again = client.post(f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/", {"reason": "x"}, format="json")
-    assert again.status_code == 200 and len(again.json()["moved"]) == 2 and again.json()["held"] == []
+    assert len(held) == 2 and set(body["moved"]) == held and body["held"] == []
+    listed = client.get(f"/api/v1/burn-in/sites/{world.site.id}/breakers/").json()["results"]
+    assert [b["open"] for b in listed] == [False]
+    assert not Breaker.objects.filter(closed_at__isnull=True).exists() and _breaker_gauge(world.site) == 0
     assert sum(state(d) == DeviceState.NEEDS_REPAIR for d in world.devices) == 5
+    # the window starts at the reset: three more may go before a fourth trips it again
+    world.fail(world.devices[5:8])
+    assert sum(state(d) == DeviceState.NEEDS_REPAIR for d in world.devices) == 8
+    assert not Breaker.objects.filter(closed_at__isnull=True).exists()
+    world.fail(world.devices[8:9])
+    assert state(world.devices[8]) == DeviceState.BURN_IN and _breaker_gauge(world.site) == 1
     last = client.post(f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/", {"reason": "y"}, format="json")
-    assert last.status_code == 404  # none open
+    assert last.status_code == 200 and last.json()["moved"] == [str(world.devices[8].id)]
+    gone = client.post(f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/", {"reason": "z"}, format="json")
+    assert gone.status_code == 404  # none open
 
 
 def test_the_failures_list_counts_attempts_since_the_repair(world, bearer):
@@ -206,3 +222,27 @@ def test_the_failures_list_counts_attempts_since_the_repair(world, bearer):
         job_finish(job_id=job_id, outcome=JobStatus.CANCELLED)
     fail_in_a_job(2)
     assert [f.attempts for f in site_failures(world.site, FailureFilters(), order="target", limit=10)[0]] == [2]
+
+
+def test_the_repair_queue_s_reason_for_failing_too_often_says_what_was_measured_against_what(fleet, bearer):
+    """The reason an operator reads names the measurement that failed beside the count, in the words
+    the failures list uses for the same execution (`busbw_gbps 377.75 GB/s is below ≥ 420 GB/s`)."""
+    site = fleet.site("lon-1")
+    satellite = fleet.satellite(site, "sat-a", workflows=list(WorkflowName.values))
+    nccl = fleet.requirement(
+        fleet.policy(RC),
+        "nccl-in-node",
+        test="nccl-all-reduce",
+        thresholds=[{"metric": "busbw_gbps", "comparator": "gte", "threshold": 420}],
+    )
+    device = fleet.device(satellite, RC, hostname="n00")
+    for _ in range(3):
+        evaluate_now(fleet.execution(nccl, device=device, metrics={"busbw_gbps": {"value": 377.75, "unit": "GB/s"}}))
+        sweep(satellite)
+    (queued,) = bearer(OPERATOR).get(f"/api/v1/burn-in/sites/{site.id}/repair-queue/").json()["results"]
+    (failure,), _ = site_failures(site, FailureFilters())
+    (rule,) = failure.rules
+    said = outcome_text(rule, failure.units[rule.metric])
+    assert said == "busbw_gbps 377.75 GB/s is below ≥ 420 GB/s (−10.1 %)"
+    assert queued["cause"] == "failed_too_often" and queued["reason"].startswith("nccl-in-node failed 3 times")
+    assert said in queued["reason"], queued["reason"]

@@ -4,9 +4,11 @@ entry is lost."""
 
 from __future__ import annotations
 
+import io
 import threading
 
 import pytest
+from django.core.management import CommandError, call_command
 from django.db import connections, transaction
 
 from fleet.core.locks import lock_in_pk_order
@@ -120,3 +122,138 @@ def test_a_repair_takes_its_rack_s_locks_in_key_order_so_a_dispatch_holding_a_ra
     assert not errors, errors
     assert Device.objects.get(id=higher.id).state == DeviceState.BURN_IN
     assert Repair.objects.filter(device_id=higher.id).count() == 1
+
+
+# --- the fleet file against a reconcile page ----------------------------------------------------------
+
+FLEET_FILE = """
+sites:
+  - slug: lon-1
+    satellites: [{name: sat-a}]
+    devices:
+      - {hostname: n0, serial: S0, resource_class: gpu.h200.8x, state: decommissioned, enrolled: true}
+"""
+
+
+@pytest.fixture
+def certifiable(fleet):
+    """n0 in burn-in whose evidence passed: the next reconcile page certifies and accepts it."""
+    satellite = fleet.satellite(fleet.site("lon-1"), "sat-a")
+    diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
+    device = fleet.device(satellite, RC, hostname="n0")
+    Device.objects.filter(id=device.id).update(serial="S0")
+    evaluate_now(fleet.execution(diag, device=device, metrics={"diag_failed_tests": {"value": 0}}))
+    return satellite, device
+
+
+def _unbroken(device) -> list[DeviceStateChange]:
+    """The device's history, asserted unbroken: each entry starts where the one before ended, and the
+    last ends where the device is."""
+    history = list(DeviceStateChange.objects.filter(device=device, held=False).order_by("at", "id"))
+    for before, after in zip(history, history[1:], strict=False):
+        assert after.from_state == before.to_state, [(h.from_state, h.to_state, h.cause) for h in history]
+    assert history and history[-1].to_state == Device.objects.get(id=device.id).state
+    return history
+
+
+def _apply(path) -> str:
+    """`fleet apply -f path`: what it wrote to stderr when it refused ("" when it applied)."""
+    err = io.StringIO()
+    try:
+        call_command("apply", "-f", str(path), stderr=err, stdout=io.StringIO())
+    except CommandError as exc:
+        return f"{err.getvalue()}{exc}"
+    return ""
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_fleet_apply_racing_a_reconcile_page_that_moved_the_device_refuses_naming_it(certifiable, tmp_path):
+    """The page has certified and accepted n0 and not committed yet; the file, checked against n0 in
+    burn-in, would decommission it. The apply waits for the page's lock, then finds n0 moved and
+    refuses, naming it: the page's move stands, with its history entry, and the file wrote nothing."""
+    satellite, device = certifiable
+    path = tmp_path / "fleet.yaml"
+    path.write_text(FLEET_FILE)
+    holding, errors, said = threading.Event(), [], []
+
+    def page():
+        try:
+            with transaction.atomic():
+                sweep(satellite)
+                holding.set()
+                wait_for_lock_wait("the fleet apply")
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def apply():
+        try:
+            holding.wait(10)
+            said.append(_apply(path))
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=page), threading.Thread(target=apply)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(t.is_alive() for t in threads) and not errors, errors
+    (refusal,) = said
+    assert "n0 is accepted now, not burn_in" in refusal and "nothing was written" in refusal, refusal
+    assert Device.objects.get(id=device.id).state == DeviceState.ACCEPTED
+    history = _unbroken(device)
+    assert [(h.from_state, h.to_state, h.cause) for h in history] == [
+        (DeviceState.BURN_IN, DeviceState.ACCEPTED, TransitionCause.CERTIFICATE_ISSUED)
+    ]
+    assert Device.objects.get(id=device.id).serial == "S0"
+    # applied again, the file is judged against where n0 is now (the service moved it: left as it is)
+    assert _apply(path) == ""
+    assert Device.objects.get(id=device.id).state == DeviceState.ACCEPTED
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_reconcile_page_racing_a_fleet_apply_that_moved_the_device_leaves_it_where_the_file_put_it(
+    certifiable, tmp_path
+):
+    """The other order: the file decommissions n0 and has not committed; the page waits for n0's lock,
+    then finds it decommissioned (not enrolled: no certificate, no move)."""
+    satellite, device = certifiable
+    path = tmp_path / "fleet.yaml"
+    path.write_text(FLEET_FILE)
+    holding, errors, said = threading.Event(), [], []
+
+    def apply():
+        try:
+            with transaction.atomic():
+                said.append(_apply(path))
+                holding.set()
+                wait_for_lock_wait("the reconcile page")
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    def page():
+        try:
+            holding.wait(10)
+            sweep(satellite)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=apply), threading.Thread(target=page)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert not any(t.is_alive() for t in threads) and not errors, errors
+    assert said == [""]
+    history = _unbroken(device)
+    assert [(h.from_state, h.to_state, h.cause) for h in history] == [
+        (DeviceState.BURN_IN, DeviceState.DECOMMISSIONED, TransitionCause.FLEET_FILE)
+    ]

@@ -3,6 +3,8 @@ issues or supersedes their certificate (and nothing else does); people move them
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
@@ -11,7 +13,7 @@ from fleet.burnin.models import AcceptanceCertificate
 from fleet.core.exceptions import Conflict
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange
-from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply, device_transition
+from fleet.lifecycle.services import AutomaticMove, Move, automatic_moves_apply, device_transition, transitions_apply
 from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
 from tests.burnin.certs import evaluate_now, sweep
 
@@ -124,3 +126,48 @@ def test_automatic_moves_are_one_statement_whatever_their_number(fleet, n):
     # compare-and-set: a second application finds them accepted and moves nothing, writes no history
     assert automatic_moves_apply(moves) == []
     assert DeviceStateChange.objects.count() == n
+
+
+# --- the one writer: any mix of moves, one statement ----------------------------------------------
+
+
+@pytest.mark.parametrize("n", [1, 30])
+def test_the_writer_makes_a_mix_of_moves_in_one_statement_and_says_why_it_refused_the_rest(fleet, n):
+    """People's and the service's moves together: those the table allows from where each device is
+    (and, with `expected`, only from the state the caller read) are made with their history; the
+    rest stay where they are, each refusal naming its device and its rule."""
+    satellite = fleet.satellite(fleet.site("lon-1"), "sat-a")
+    fleet.policy(RC)
+    devices = [fleet.device(satellite, RC, hostname=f"w{i:02d}") for i in range(n + 3)]
+    movable, table, stale, repair = devices[:n], devices[n], devices[n + 1], devices[n + 2]
+    Device.objects.filter(id=repair.id).update(state=DeviceState.NEEDS_REPAIR)
+    unknown = uuid.uuid4()
+    moves = [
+        *(
+            Move(d.id, DeviceState.NEEDS_REPAIR, Mover.OPERATOR, TransitionCause.OPERATOR, "user:ops", "RMA")
+            for d in movable
+        ),
+        Move(table.id, DeviceState.IN_SERVICE, Mover.FLEET_FILE, TransitionCause.FLEET_FILE, "fleet-apply"),
+        Move(
+            stale.id, DeviceState.DECOMMISSIONED, Mover.OPERATOR, TransitionCause.OPERATOR, expected=DeviceState.STAGED
+        ),
+        Move(repair.id, DeviceState.BURN_IN, Mover.OPERATOR, TransitionCause.OPERATOR),
+        AutomaticMove(unknown, DeviceState.NEEDS_REPAIR, TransitionCause.ISOLATION).requested(),
+    ]
+    with CaptureQueriesContext(connection) as captured:
+        applied = transitions_apply(moves)
+    assert len(captured) == 1
+    assert sorted(m.device_id for m in applied.moved) == sorted(d.id for d in movable)
+    assert all(state(d) == DeviceState.NEEDS_REPAIR for d in movable)
+    changes = DeviceStateChange.objects.filter(device__in=movable)
+    assert {(c.from_state, c.to_state, c.actor, c.reason) for c in changes} == {
+        (DeviceState.BURN_IN, DeviceState.NEEDS_REPAIR, "user:ops", "RMA")
+    }
+    assert {c.id for c in changes} == set(applied.changes.values())
+    why = {r.device_id: r.why for r in applied.refused}
+    assert why[table.id].startswith(f"{table.hostname}: A device cannot move from burn_in to in_service")
+    assert why[stale.id].startswith(f"{stale.hostname} is burn_in now, not staged")
+    assert "only when a repair is recorded" in why[repair.id]
+    assert why[unknown] == f"No device {unknown}."
+    assert [state(d) for d in (table, stale, repair)] == ["burn_in", "burn_in", "needs_repair"]
+    assert not DeviceStateChange.objects.filter(device__in=[table, stale, repair]).exists()

@@ -2,9 +2,10 @@
 that move devices on their own — "failed too often since its last repair" and the circuit breaker
 that holds those moves when too many devices of one site and class would go at once.
 
-One table (`TRANSITIONS`) is the whole rule: the service that writes a state change
-(`fleet.lifecycle.services`) asks `refusal` before it writes, the API answers a refused move with
-the sentence it returns, and docs/lifecycle.md prints the table from here. Pure: no Django.
+One table (`TRANSITIONS`) is the whole rule: the one writer of state changes
+(`fleet.lifecycle.services.transitions_apply`) compares each locked state with `allowed_sources`,
+explains a refused move with the sentence `refusal` returns (the API's 409), and docs/lifecycle.md's
+table is held to this one by a test. Pure: no Django.
 """
 
 from __future__ import annotations
@@ -135,6 +136,19 @@ def automatic_sources(to: DeviceState, cause: TransitionCause) -> frozenset[Devi
     if not rows:
         raise ValueError(f"the service never moves a device to {to.value} for {cause.value}")
     return frozenset(s for row in rows for s in row.sources)
+
+
+def allowed_sources(
+    to: DeviceState, mover: Mover, cause: TransitionCause, *, certified: bool = False
+) -> frozenset[DeviceState]:
+    """Every state the table lets `mover` move a device from to `to` for `cause`; a move a person
+    or the fleet file makes into an accepted state only when `certified` (a valid certificate, or
+    a recorded override). What the lifecycle's writer compares the locked state with."""
+    return frozenset(
+        s
+        for s in DeviceState
+        if refusal(s, to, mover, cause) is None and (certified or not needs_certificate(s, to, mover))
+    )
 
 
 def refusal(source: DeviceState | str, to: DeviceState | str, mover: Mover, cause: TransitionCause) -> str | None:

@@ -21,7 +21,9 @@ from fleet.burnin.models import (
 from fleet.core.admin import ViewOnlyAdmin
 from fleet.inventory.admin import DeviceAdmin
 from fleet.inventory.models import Device
-from fleet_rules.vocabulary import DeviceState
+from fleet.lifecycle.services import device_transition
+from fleet_rules.lifecycle import refusal as lifecycle_refusal
+from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
 
 
 @admin.register(TestExecution)
@@ -132,6 +134,11 @@ class GatedDeviceForm(forms.ModelForm):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        before, wanted = self.initial.get("state"), data.get("state")
+        if not self.instance._state.adding and wanted and before and wanted != before:
+            why = lifecycle_refusal(before, wanted, Mover.OPERATOR, TransitionCause.OPERATOR)
+            if why is not None:
+                raise forms.ValidationError({"state": why})
         accepting = data.get("state") == DeviceState.ACCEPTED and (
             self.instance._state.adding or self.initial.get("state") != DeviceState.ACCEPTED
         )
@@ -157,8 +164,29 @@ class GatedDeviceAdmin(DeviceAdmin):
         return WithUser
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
-        super().save_model(request, obj, form, change)
-        if getattr(form, "forced", False):
+        forced = getattr(form, "forced", False)
+        if change and "state" in form.changed_data:
+            # A change of state goes through the lifecycle's writer (history, compare-and-set on
+            # the state the form was opened with); the other fields are saved without it.
+            wanted, obj.state = obj.state, form.initial["state"]
+            fields = [f for f in form.changed_data if f != "state" and f in {x.name for x in Device._meta.fields}]
+            if fields:
+                obj.save(update_fields=[*fields, "updated_at"])
+            actor = f"user:{request.user.get_username()}"
+            reason = form.cleaned_data.get("acceptance_override_reason", "").strip() or "changed in the admin"
+            obj.state = device_transition(
+                device_id=obj.id,
+                to=DeviceState(wanted),
+                mover=Mover.OPERATOR,
+                actor=actor,
+                reason=reason,
+                certified=not forced,
+                force=forced,
+                expected=DeviceState(form.initial["state"]),
+            ).device.state
+        else:
+            super().save_model(request, obj, form, change)  # a new device is born in its state
+        if forced:
             overrides_record(
                 device_ids=[obj.id],
                 actor=f"user:{request.user.get_username()}",

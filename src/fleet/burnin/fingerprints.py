@@ -25,12 +25,13 @@ from django.db import transaction
 from django.db.models import Case, Count, F, QuerySet, UUIDField, Value, When, Window
 
 from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
+from fleet.burnin.supersession import Supersession, certificates_supersede
 from fleet.core.exceptions import NotFoundError
+from fleet.core.locks import lock_keys_in_pk_order
 from fleet.inventory.identity import Actor, site_restriction
 from fleet.inventory.models import Device, Satellite
-from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
 from fleet_rules import fingerprint as rules
-from fleet_rules.vocabulary import DeviceState, SupersedeReason, TransitionCause
+from fleet_rules.vocabulary import SupersedeReason
 
 #: Snapshots the device page, the API and the evidence pack read (newest first; one more is read to
 #: tell what the oldest shown changed).
@@ -102,7 +103,7 @@ def fingerprints_observe(observations: Sequence[Observation], *, now: datetime) 
             return {only.device_id: Observed(only.sha256, created=False)}
     by_device = {o.device_id: o for o in observations}
     ids = sorted(by_device)
-    list(Device.objects.select_for_update(no_key=True).filter(id__in=ids).order_by("id").values_list("id", flat=True))
+    lock_keys_in_pk_order(Device.objects.filter(id__in=ids))
     currents = {
         snapshot.device_id: snapshot
         for snapshot in FingerprintSnapshot.objects.filter(device_id__in=ids, replaced_at__isnull=True).only(
@@ -142,7 +143,7 @@ def fingerprints_observe(observations: Sequence[Observation], *, now: datetime) 
             "serial", "device_id", "document"
         )
     }
-    superseded: list[tuple[UUID, UUID, list[rules.Change], str]] = []
+    superseded: list[Supersession] = []
     for d in moved:
         certificate = certificates.get(d)
         previous = currents.get(d)
@@ -156,13 +157,21 @@ def fingerprints_observe(observations: Sequence[Observation], *, now: datetime) 
             else []
         )
         if certificate is not None and found:
-            superseded.append((d, certificate.serial, found, by_device[d].sha256))
+            superseded.append(
+                Supersession(
+                    d,
+                    certificate.serial,
+                    SupersedeReason.HARDWARE_CHANGED,
+                    rules.summary(found),
+                    {"fingerprint": by_device[d].sha256},
+                )
+            )
             observed[d] = Observed(
                 by_device[d].sha256, created=True, superseded=certificate.serial, changes=tuple(found)
             )
         else:
             observed[d] = Observed(by_device[d].sha256, created=True)
-    _supersede_all(superseded, now)
+    certificates_supersede(superseded, now=now)
     return observed
 
 
@@ -180,29 +189,6 @@ def _seen_again(snapshots: QuerySet[FingerprintSnapshot], observations: Sequence
             output_field=UUIDField(),
         ),
         reports=F("reports") + Case(*(When(device_id=o.device_id, then=Value(1)) for o in reported), default=Value(0)),
-    )
-
-
-def _supersede_all(superseded: Sequence[tuple[UUID, UUID, list[rules.Change], str]], now: datetime) -> None:
-    """Supersede these certificates (`hardware_changed`) and lift their devices (two statements)."""
-    if not superseded:
-        return
-    reason = SupersedeReason.HARDWARE_CHANGED
-    AcceptanceCertificate.objects.filter(
-        serial__in=[serial for _, serial, _, _ in superseded], superseded_at__isnull=True
-    ).update(superseded_at=now, supersede_reason=reason)
-    automatic_moves_apply(
-        [
-            AutomaticMove(
-                device_id,
-                DeviceState.BURN_IN,
-                TransitionCause.CERTIFICATE_SUPERSEDED,
-                f"certificate {serial} superseded: {reason.value} ({rules.summary(found)})",
-                {"certificate": str(serial), "supersede_reason": reason.value, "fingerprint": digest},
-            )
-            for device_id, serial, found, digest in superseded
-        ],
-        now=now,
     )
 
 

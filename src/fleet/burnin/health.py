@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from fleet.burnin.models import TestExecution
-from fleet.lifecycle.services import AutomaticMove, Guarded, guarded_repair_moves_apply
+from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
+from fleet.lifecycle.services import AutomaticMove
 from fleet_rules.health_evidence import XidEvent, fatal_events, fatal_reason
 from fleet_rules.vocabulary import DeviceState, TransitionCause
 

@@ -19,8 +19,9 @@ from django.db import connection
 from fleet.burnin.fragments import counted_failure_sql
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
+from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
 from fleet.lifecycle.models import Repair
-from fleet.lifecycle.services import AutomaticMove, Guarded, guarded_repair_moves_apply
+from fleet.lifecycle.services import AutomaticMove
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules import lifecycle as rules
 from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, TransitionCause
@@ -104,12 +105,13 @@ def counted_failures_judge(counts: Iterable[FailureCount]) -> Guarded:
     return guarded_repair_moves_apply(repair_moves(counts))
 
 
-def failed_targets_judge(failed: Iterable[tuple[UUID, UUID]]) -> Guarded:
-    """For (device, requirement) targets known to have failed (the moves a closed breaker held):
-    count their failures and judge them as `counted_failures_judge` does."""
+def failed_targets_moves(failed: Iterable[tuple[UUID, UUID]]) -> list[AutomaticMove]:
+    """For (device, requirement) targets known to have failed (the moves a breaker held): count
+    their failures again (one statement; none for none) and return the moves of those still failing
+    too often since their last repair."""
     pairs = sorted(set(failed))
     if not pairs:
-        return Guarded([], [], [])
+        return []
     with connection.cursor() as cursor:
         counts = FAILURES.rows(
             cursor,
@@ -119,4 +121,4 @@ def failed_targets_judge(failed: Iterable[tuple[UUID, UUID]]) -> Guarded:
                 "states": sorted(s.value for s in BURN_IN_STATES),
             },
         )
-    return counted_failures_judge(counts)
+    return repair_moves(counts)

@@ -20,6 +20,7 @@ from django.utils import timezone
 
 from fleet.burnin.certificates.acceptance import overrides_record, refusal, uncertified
 from fleet.burnin.models import TestExecution
+from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.statistics import tables_analyse
 from fleet.fleetfile.document import (
     DeviceDecl,
@@ -37,8 +38,8 @@ from fleet.inventory.models import (
     TopologyMembership,
 )
 from fleet.jobs.models import Job, JobDevice
-from fleet.lifecycle.models import DeviceStateChange
 from fleet.lifecycle.selectors import system_moved
+from fleet.lifecycle.services import Move, Refused, transitions_apply
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
 from fleet_rules.lifecycle import needs_certificate as lifecycle_needs_certificate
 from fleet_rules.lifecycle import refusal as lifecycle_refusal
@@ -227,6 +228,7 @@ class _Applier:
             memberships[device_id][unit] = topology_id
         to_create, to_update = [], []
         before = {d.id: d.state for d in existing.values()}
+        where = {d.hostname: i for i, d in enumerate(decls)}
         for decl in decls:
             satellite = satellites[decl.satellite]
             device = existing.get(decl.hostname)
@@ -254,12 +256,15 @@ class _Applier:
                 memberships_changed = self.set_memberships(device, memberships.get(device.id, {}), wanted)
                 self.count("devices", Change.UPDATED if differs or memberships_changed else Change.UNCHANGED)
         Device.objects.bulk_create(to_create)
-        self.record_state_changes(to_update, before)
         if to_update:
+            # Locked as every writer of devices locks them, before the states move (the lifecycle's
+            # writer, which compare-and-sets each on the state read above) and the rest is written.
+            lock_keys_in_pk_order(Device.objects.filter(id__in=[d.id for d in to_update]))
+            self.move_states(to_update, before, {d.hostname for d in decls if d.hostname in refused}, where)
             for device in to_update:
                 device.updated_at = self.now
             Device.objects.bulk_update(
-                to_update, ["serial", "resource_class", "satellite_id", "state", "enrolled_at", "updated_at"]
+                to_update, ["serial", "resource_class", "satellite_id", "enrolled_at", "updated_at"]
             )
         self.flush_memberships()
         if self.force_accept is not None and refused:
@@ -298,23 +303,39 @@ class _Applier:
             raise FleetFileError(problems)
         return kept
 
-    def record_state_changes(self, updated: list[Device], before: dict[Any, str]) -> None:
-        """A history entry for each device whose state the file changed (one statement)."""
-        DeviceStateChange.objects.bulk_create(
-            [
-                DeviceStateChange(
-                    device=d,
-                    from_state=before[d.id],
-                    to_state=d.state,
-                    at=self.now,
-                    actor=self.actor,
-                    cause=TransitionCause.FLEET_FILE,
-                    reason="fleet apply",
-                )
-                for d in updated
-                if before.get(d.id) is not None and before[d.id] != d.state
-            ]
-        )
+    def move_states(
+        self, updated: list[Device], before: dict[Any, str], forced: set[str], where: dict[str, int]
+    ) -> None:
+        """The file's state changes, through the lifecycle's writer (one statement): each
+        compare-and-sets the state read when the file was checked, so a device another change moved
+        meanwhile (a reconcile page's certificate, a repair) is a problem of this apply naming it,
+        and nothing is written; apply again to judge the file against where it is now."""
+        moves = [
+            Move(
+                d.id,
+                DeviceState(d.state),
+                Mover.FLEET_FILE,
+                TransitionCause.FLEET_FILE,
+                self.actor,
+                "fleet apply" if d.hostname not in forced else f"fleet apply --force: {self.forced_because}",
+                expected=DeviceState(before[d.id]),
+                certified=d.hostname not in forced,
+                forced=d.hostname in forced,
+            )
+            for d in updated
+            if before.get(d.id) is not None and before[d.id] != d.state
+        ]
+        refused = transitions_apply(moves, now=self.now).refused
+        if refused:
+            raise FleetFileError([self.refusal_problem(r, where) for r in refused])
+
+    @property
+    def forced_because(self) -> str:
+        return self.force_accept.reason if self.force_accept is not None else ""
+
+    def refusal_problem(self, refused: Refused, where: dict[str, int]) -> tuple[str, str]:
+        index = where.get(refused.hostname)
+        return (f"sites[{self.site_index}].devices[{index}].state" if index is not None else "", refused.why)
 
     def gate_acceptance(self, decls: list[DeviceDecl], existing: dict[str, Device]) -> list[str]:
         """The hostnames the file moves to `accepted` (new devices declared accepted included)
@@ -362,7 +383,8 @@ class _Applier:
         self.membership_adds, self.membership_removals = [], []
 
     def prune_site(self, site: Site, decl: SiteDecl) -> None:
-
+        """Devices absent from the file: deleted when they have no burn-in history, else
+        decommissioned through the lifecycle's writer (one statement, with their history entries)."""
         declared_hosts = {d.hostname for d in decl.devices}
         absent = (
             Device.objects.filter(site=site)
@@ -372,11 +394,21 @@ class _Applier:
                 | Exists(JobDevice.objects.filter(device=OuterRef("pk")))
             )
         )
+        decommissioned: list[Move] = []
         for device in absent:
             if device.has_history:
                 if device.state != DeviceState.DECOMMISSIONED:
-                    device.state = DeviceState.DECOMMISSIONED
-                    device.save(update_fields=["state", "updated_at"])
+                    decommissioned.append(
+                        Move(
+                            device.id,
+                            DeviceState.DECOMMISSIONED,
+                            Mover.FLEET_FILE,
+                            TransitionCause.FLEET_FILE,
+                            self.actor,
+                            "fleet apply --prune: absent from the file, with burn-in history",
+                            expected=DeviceState(device.state),
+                        )
+                    )
                     self.count("devices", Change.REMOVED)
                     self.summary.notes.append(
                         f"{site.slug}/{device.hostname} has burn-in history: decommissioned, not deleted"
@@ -384,6 +416,9 @@ class _Applier:
             else:
                 device.delete()
                 self.count("devices", Change.REMOVED)
+        refused = transitions_apply(decommissioned, now=self.now).refused
+        if refused:
+            raise FleetFileError([(f"sites[{self.site_index}]", f"--prune: {r.why}") for r in refused])
         declared_topologies = {(t.unit, t.label) for t in decl.topologies}
         for topology in Topology.objects.filter(site=site).annotate(
             has_history=Exists(TestExecution.objects.filter(topology=OuterRef("pk")))

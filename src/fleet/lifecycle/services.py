@@ -1,12 +1,15 @@
-"""Every change of a device's lifecycle state goes through here: the table of `fleet_rules.lifecycle`
-is checked, the device and a history entry are written in the same transaction, and the change is
-counted. A refused change is a 409 naming the rule.
+"""The one writer of device state: every change of a device's lifecycle state goes through
+`transitions_apply`. It locks the devices (primary-key order, `fleet.core.locks`), checks the table
+of `fleet_rules.lifecycle`, compare-and-sets the state (a device no longer where the table, or the
+caller, expects it stays where it is and the move is refused, with why), writes the history entry
+and counts the change — in the caller's transaction, in one statement whatever the batch.
 
-Two ways in: `device_transition` for one device moved by a person, the fleet file or a repair
-(locks the device, checks, writes; `device_move` is an operator's, through the acceptance gate);
-`automatic_moves_apply` for the moves the evidence causes on a
-reconcile page (one statement for the whole page: lock, compare-and-set on the expected states,
-history), so the page sends a constant number of statements whatever it moves.
+Everything that moves devices calls it: an operator's transition (`device_move`, through the
+acceptance gate), the fleet file (its state changes and `--prune`'s decommissioning), a repair,
+certificate issuance and supersession (a reconcile page composes `TRANSITIONS_CHAIN` into its issue
+statement, so the page pays no statement more), a fatal Xid, culprit isolation and failing too often
+(behind the circuit breaker: `fleet.lifecycle.breakers`). A refused change asked for by a person
+is a 409 naming the rule.
 """
 
 from __future__ import annotations
@@ -14,26 +17,26 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import connection, transaction
 from django.utils import timezone
 
-from fleet.core.exceptions import Conflict, FleetError
+from fleet.core.exceptions import Conflict, FleetError, NotFoundError
+from fleet.core.locks import locked_sql
 from fleet.core.rows import recordset
-from fleet.core.statements import Statement
+from fleet.core.statements import Statement, select_list
 from fleet.inventory.models import Device, Site
 from fleet.lifecycle import metrics
 from fleet.lifecycle.models import Breaker, DeviceStateChange
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules import lifecycle as rules
-from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
 
 SYSTEM = Mover.SYSTEM.value
-_TABLES = {
+TABLES = {
     "device": Device._meta.db_table,
     "site": Site._meta.db_table,
     "breaker": Breaker._meta.db_table,
@@ -42,15 +45,295 @@ _TABLES = {
 }
 
 
-def _sql(template: str, **tables: str) -> str:
+def sql(template: str, **tables: str) -> str:
     """A SQL template with table names filled in (constants only; values travel as parameters)."""
     return template.format(**tables)
 
 
+# --- what is asked, and what became of it -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Move:
+    """One requested change of a device's state: by whom (`mover`: the service, an operator, the
+    fleet file) and why (`cause`, `reason`, the ids in `refs`), who is accountable (`actor`).
+
+    `expected`: the state the caller read the device in; the move is refused when it is elsewhere
+    by the time it is locked (compare-and-set against a concurrent writer). `certified`: a move a
+    person or the fleet file makes into an accepted state holds a valid certificate; `forced`: it
+    is made without one (needs a reason; its history entry is marked `forced`)."""
+
+    device_id: UUID
+    to: DeviceState
+    mover: Mover
+    cause: TransitionCause
+    actor: str = SYSTEM
+    reason: str = ""
+    refs: Mapping[str, Any] = field(default_factory=dict)
+    expected: DeviceState | None = None
+    certified: bool = False
+    forced: bool = False
+
+    def sources(self) -> frozenset[DeviceState]:
+        """The states the device may be in, locked, for this move to be made."""
+        allowed = rules.allowed_sources(self.to, self.mover, self.cause, certified=self.certified or self.forced)
+        return allowed & {DeviceState(self.expected)} if self.expected is not None else allowed
+
+
+@dataclass(frozen=True)
+class AutomaticMove:
+    """A move the evidence causes: to `to`, for `cause`, from whichever of the table's states the
+    device is in when the statement locks it (in any other state it stays: compare-and-set)."""
+
+    device_id: UUID
+    to: DeviceState
+    cause: TransitionCause
+    reason: str = ""
+    refs: Mapping[str, Any] = field(default_factory=dict)
+
+    def requested(self) -> Move:
+        return Move(self.device_id, self.to, Mover.SYSTEM, self.cause, SYSTEM, self.reason, self.refs)
+
+
+class Moved(NamedTuple):
+    device_id: UUID
+    from_state: str
+    to_state: str
+    cause: str
+
+
+@dataclass(frozen=True)
+class Refused:
+    """A move not made: the device as it was locked (`state` None: no such device) and why, in a
+    sentence that names it."""
+
+    device_id: UUID
+    hostname: str
+    state: str | None
+    to: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Applied:
+    """What `transitions_apply` did: the moves made (with their history entries, by device) and
+    the ones refused."""
+
+    moved: list[Moved] = field(default_factory=list)
+    refused: list[Refused] = field(default_factory=list)
+    changes: dict[UUID, UUID] = field(default_factory=dict)
+
+
+# --- the statement ----------------------------------------------------------------------------------
+
+
+class Wanted(NamedTuple):
+    """A requested move as the statement reads it (the `wanted` CTE's columns): the states it may
+    start from as comma-separated text."""
+
+    device: UUID
+    to_state: str
+    cause: str
+    sources: str
+    reason: str
+    refs: Any
+    actor: str
+
+
+_WANTED_TYPES = {
+    "device": "uuid",
+    "to_state": "varchar",
+    "cause": "varchar",
+    "sources": "text",
+    "reason": "text",
+    "refs": "jsonb",
+    "actor": "varchar",
+}
+assert tuple(_WANTED_TYPES) == Wanted._fields
+
+#: The moves asked from Python, one row per device, as `transitions_parameters` binds them.
+WANTED_MOVES = sql(
+    "SELECT {columns} FROM jsonb_to_recordset(%(moves)s::jsonb) AS m({types})",
+    columns=select_list(Wanted, {f: f"m.{f}" for f in Wanted._fields}),
+    types=", ".join(f"{name} {kind}" for name, kind in _WANTED_TYPES.items()),
+)
+
+
+def wanted_columns(expressions: Mapping[str, str]) -> str:
+    """A select list of `Wanted`'s columns, in its order: for a statement that makes moves of its own
+    rows (certificate issuance accepts the devices it issued to)."""
+    return select_list(Wanted, expressions)
+
+
+class Outcome(NamedTuple):
+    """Each wanted move after the statement: the device as locked (null: no such device) and, when
+    it moved, its history entry."""
+
+    device_id: UUID
+    hostname: str | None
+    state: str | None
+    to_state: str
+    cause: str
+    change_id: UUID | None
+
+
+#: After a `wanted` CTE (`Wanted`'s columns, one row per device): lock the devices (primary-key
+#: order, `fleet.core.locks`), move those whose locked state is one the move may start from (and,
+#: for an issued certificate, only where the policy accepts automatically), write their history, and
+#: say in `outcome` what became of each wanted move. `TRANSITIONS_APPLY` is this alone; certificate
+#: issuance composes it into its own insert, so a reconcile page's moves cost it no statement.
+TRANSITIONS_CHAIN = sql(
+    """
+locked AS (
+    {locked}
+), chosen AS (
+    SELECT l.id, l.state AS from_state, w.to_state, w.cause, w.reason, w.refs, w.actor FROM locked l
+    JOIN wanted w ON w.device = l.id
+    WHERE l.state = ANY(string_to_array(w.sources, ','))
+      AND (w.cause <> %(issued)s OR EXISTS (
+          SELECT 1 FROM {policy} p WHERE p.resource_class = l.resource_class AND p.auto_accept))
+), moved AS (
+    UPDATE {device} d SET state = c.to_state, updated_at = %(now)s FROM chosen c WHERE d.id = c.id
+    RETURNING d.id
+), history AS (
+    INSERT INTO {change} (id, device_id, from_state, to_state, at, actor, cause, held, reason, refs)
+    SELECT gen_random_uuid(), c.id, c.from_state, c.to_state, %(now)s, c.actor, c.cause, false, c.reason, c.refs
+    FROM chosen c JOIN moved USING (id)
+    RETURNING id, device_id
+), outcome AS (
+    SELECT {outcome} FROM wanted w
+    LEFT JOIN locked l ON l.id = w.device
+    LEFT JOIN history h ON h.device_id = w.device
+)""",
+    locked=locked_sql(
+        TABLES["device"], "d", "d.id, d.hostname, d.state, d.resource_class", "d.id IN (SELECT device FROM wanted)"
+    ),
+    outcome=select_list(
+        Outcome,
+        {
+            "device_id": "w.device",
+            "hostname": "l.hostname",
+            "state": "l.state",
+            "to_state": "w.to_state",
+            "cause": "w.cause",
+            "change_id": "h.id",
+        },
+    ),
+    **TABLES,
+)
+
+#: `outcome`'s columns, for the statements that end the chain.
+OUTCOME_COLUMNS = ", ".join(f"o.{name}" for name in Outcome._fields)
+
+#: One statement: lock, check, compare-and-set, history.
+TRANSITIONS_APPLY = Statement(
+    "lifecycle.transitions_apply",
+    sql(
+        "WITH wanted AS ({wanted}), {chain}\nSELECT {outcome} FROM outcome o ORDER BY o.device_id\n",
+        wanted=WANTED_MOVES,
+        chain=TRANSITIONS_CHAIN,
+        outcome=OUTCOME_COLUMNS,
+    ),
+    Outcome,
+    example=lambda: transitions_parameters([], timezone.now()),
+)
+
+
+def sources_text(sources: Iterable[DeviceState]) -> str:
+    """States as the chain reads them (`string_to_array(…, ',')`)."""
+    return ",".join(sorted(s.value for s in sources))
+
+
+def transitions_parameters(moves: Sequence[Move], now: datetime) -> dict[str, Any]:
+    """The parameters `TRANSITIONS_CHAIN` and `WANTED_MOVES` take (one move per device: the last
+    one given wins, as a page decides each device once). A forced move without a reason is a 400,
+    before anything is written."""
+    unique = list({m.device_id: m for m in moves}.values())
+    for move in unique:
+        if move.forced and not move.reason.strip():
+            raise FleetError("A forced change needs a reason.", field_errors={"reason": ["Say why (it is recorded)."]})
+    return {
+        "moves": recordset(
+            {
+                "device": str(m.device_id),
+                "to_state": m.to.value,
+                "cause": m.cause.value,
+                "sources": sources_text(m.sources()),
+                "reason": m.reason.strip(),
+                "refs": json_refs(m.refs) | ({"forced": True} if m.forced and not m.certified else {}),
+                "actor": m.actor,
+            }
+            for m in unique
+        ),
+        "now": now,
+        "issued": TransitionCause.CERTIFICATE_ISSUED.value,
+    }
+
+
+def transitions_outcome(moves: Sequence[Move], outcomes: Iterable[Outcome]) -> Applied:
+    """What the chain's `outcome` says, as `Applied` (each refusal explained by the table), and the
+    moves made counted when the transaction commits. For a statement that composes the chain."""
+    asked = {m.device_id: m for m in moves}
+    applied = Applied()
+    for row in outcomes:
+        if row.change_id is not None and row.state is not None:
+            applied.moved.append(Moved(row.device_id, row.state, row.to_state, row.cause))
+            applied.changes[row.device_id] = row.change_id
+        else:
+            move = asked.get(row.device_id) or Move(
+                row.device_id, DeviceState(row.to_state), Mover.SYSTEM, TransitionCause(row.cause)
+            )
+            applied.refused.append(Refused(row.device_id, row.hostname or "", row.state, row.to_state, _why(move, row)))
+    metrics.transitions_counted(m.cause for m in applied.moved)
+    return applied
+
+
+def _why(move: Move, row: Outcome) -> str:
+    """Why the chain left this device where it was, in the words of the rule that refused it."""
+    if row.state is None:
+        return f"No device {row.device_id}."
+    if move.expected is not None and row.state != move.expected:
+        return (
+            f"{row.hostname} is {row.state} now, not {DeviceState(move.expected).value}: another change moved it "
+            "meanwhile (read it again, then decide)."
+        )
+    refused = rules.refusal(row.state, move.to, move.mover, move.cause)
+    if refused is not None:
+        return f"{row.hostname}: {refused}"
+    if rules.needs_certificate(row.state, move.to, move.mover) and not (move.certified or move.forced):
+        return (
+            f"{row.hostname} holds no valid acceptance certificate, so it cannot move to {move.to.value}: let burn-in "
+            "finish, or force with a reason (recorded)."
+        )
+    if move.cause == TransitionCause.CERTIFICATE_ISSUED:
+        return f"{row.hostname}: its policy does not accept devices automatically (auto_accept is off)."
+    return f"{row.hostname}: not moved to {move.to.value}."
+
+
+def transitions_apply(moves: Sequence[Move], *, now: datetime | None = None) -> Applied:
+    """Make these moves in the caller's transaction: one statement whatever their number (none
+    when there are none). Returns what moved and what was refused, and why; refusing is the
+    caller's to report (a person's move raises, the evidence's are left)."""
+    if not moves:
+        return Applied()
+    params = transitions_parameters(moves, now or timezone.now())
+    with connection.cursor() as cursor:
+        outcomes = TRANSITIONS_APPLY.rows(cursor, params)
+    return transitions_outcome(moves, outcomes)
+
+
+def automatic_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime | None = None) -> list[Moved]:
+    """The evidence's moves (`transitions_apply` by the service): the moves made; a device no
+    longer in a state the table allows is left alone."""
+    return transitions_apply([m.requested() for m in moves], now=now).moved
+
+
+# --- one device, moved by a person, the fleet file or a repair ---------------------------------------
+
+
 @dataclass(frozen=True)
 class Changed:
-    """What a transition did: the device as it now is, and its history entry (None when nothing
-    changed)."""
+    """What a transition did: the device as it now is, and its history entry."""
 
     device: Device
     change: DeviceStateChange | None
@@ -68,39 +351,38 @@ def device_transition(
     certified: bool = False,
     force: bool = False,
     cause: TransitionCause | None = None,
+    expected: DeviceState | None = None,
 ) -> Changed:
-    """Move one device (locked first) to `to` if the table lets `mover` do it. A move into an
-    accepted state by a person or the fleet file needs `certified`, or `force` with a reason."""
-    cause = cause or _person_cause(mover)
-    # FOR NO KEY UPDATE, as every other locker of devices (`fleet.core.locks`): a caller may hold
-    # that lock already, and upgrading it would wait on reports merely referencing the device.
-    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
-    refused = rules.refusal(device.state, to, mover, cause)
-    if refused is not None:
-        raise Conflict(f"{device.hostname}: {refused}")
-    if rules.needs_certificate(device.state, to, mover) and not certified:
-        if not force:
-            raise Conflict(
-                f"{device.hostname} holds no valid acceptance certificate, so it cannot move to {to}: let burn-in "
-                "finish, or force with a reason (recorded)."
-            )
-        if not reason.strip():
-            raise FleetError("A forced change needs a reason.", field_errors={"reason": ["Say why (it is recorded)."]})
-    now = timezone.now()
-    change = DeviceStateChange.objects.create(
-        device=device,
-        from_state=device.state,
-        to_state=to,
-        at=now,
-        actor=actor,
-        cause=cause,
-        reason=reason.strip(),
-        refs=dict(refs or {}) | ({"forced": True} if force and not certified else {}),
+    """Move one device to `to` if the table lets `mover` do it (`transitions_apply` of one): a 409
+    naming the rule when refused, a 404 for no such device. A move into an accepted state by a
+    person or the fleet file needs `certified`, or `force` with a reason."""
+    move = Move(
+        device_id,
+        to,
+        mover,
+        cause or _person_cause(mover),
+        actor,
+        reason,
+        refs or {},
+        expected=expected,
+        certified=certified,
+        forced=force and not certified,
     )
-    device.state = to
-    device.save(update_fields=["state", "updated_at"])
-    metrics.transitions_counted([cause])
-    return Changed(device, change)
+    applied = transitions_apply([move])
+    for refused in applied.refused:
+        if refused.state is None:
+            raise NotFoundError(refused.why)
+        raise Conflict(refused.why)
+    device = Device.objects.get(id=device_id)
+    return Changed(device, DeviceStateChange.objects.get(id=applied.changes[device_id]))
+
+
+def _person_cause(mover: Mover) -> TransitionCause:
+    if mover == Mover.FLEET_FILE:
+        return TransitionCause.FLEET_FILE
+    if mover == Mover.OPERATOR:
+        return TransitionCause.OPERATOR
+    raise ValueError("an automatic move names its cause")
 
 
 @dataclass(frozen=True)
@@ -145,329 +427,31 @@ def device_move(
     *, device_id: UUID, to: DeviceState, actor: str, reason: str = "", force: bool = False
 ) -> OperatorMoved:
     """An operator's lifecycle change, checked by the lifecycle table; a move into an accepted state
-    needs the device's valid certificate, or force with a reason (the override is recorded)."""
+    needs the device's valid certificate, or force with a reason (the override is recorded). The
+    certificate is asked about the state read here, and the move compare-and-sets that state: a
+    device another change moved meanwhile is a 409, not a move decided on what it was."""
     gate = acceptance_gate()
-    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
-    gated = rules.needs_certificate(device.state, to, Mover.OPERATOR)
-    certified = not (gated and gate.uncertified([device.id]))
+    state = Device.objects.filter(id=device_id).values_list("state", flat=True).first()
+    if state is None:
+        raise NotFoundError(f"No device {device_id}.")
+    gated = rules.needs_certificate(state, to, Mover.OPERATOR)
+    certified = not (gated and gate.uncertified([device_id]))
     changed = device_transition(
-        device_id=device.id, to=to, mover=Mover.OPERATOR, actor=actor, reason=reason, certified=certified, force=force
+        device_id=device_id,
+        to=to,
+        mover=Mover.OPERATOR,
+        actor=actor,
+        reason=reason,
+        certified=certified,
+        force=force,
+        expected=DeviceState(state),
     )
     override = None
     if not certified:
-        override = gate.override_record(device_id=device.id, actor=actor, reason=reason.strip())
+        override = gate.override_record(device_id=device_id, actor=actor, reason=reason.strip())
     return OperatorMoved(changed.device, changed.change, override)
 
 
-def _person_cause(mover: Mover) -> TransitionCause:
-    if mover == Mover.FLEET_FILE:
-        return TransitionCause.FLEET_FILE
-    if mover == Mover.OPERATOR:
-        return TransitionCause.OPERATOR
-    raise ValueError("an automatic move names its cause")
-
-
-@dataclass(frozen=True)
-class AutomaticMove:
-    """A move the evidence causes: to `to`, for `cause`, from whichever of the table's states the
-    device is in when the statement locks it (in any other state it stays: compare-and-set)."""
-
-    device_id: UUID
-    to: DeviceState
-    cause: TransitionCause
-    reason: str = ""
-    refs: Mapping[str, Any] = field(default_factory=dict)
-
-
-class Moved(NamedTuple):
-    device_id: UUID
-    from_state: str
-    to_state: str
-    cause: str
-
-
-#: After a `wanted` CTE of moves (device, to_state, cause, sources, reason, refs): lock the devices
-#: (primary-key order, as every other writer of devices), move those in a state the table allows for
-#: their cause (and, for an issued certificate, only where the policy auto-accepts), and write their
-#: history. `MOVE` is this alone; certificate issuance runs it inside its own insert
-#: (`fleet.burnin.certificates.issuance`), so a reconcile page pays no extra statement for its moves.
-MOVE_CHAIN = _sql(
-    """
-locked AS (
-    SELECT d.id, d.state, d.resource_class FROM {device} d
-    WHERE d.id IN (SELECT device FROM wanted) ORDER BY d.id FOR NO KEY UPDATE
-), chosen AS (
-    SELECT l.id, l.state AS from_state, w.to_state, w.cause, w.reason, w.refs FROM locked l
-    JOIN wanted w ON w.device = l.id
-    WHERE l.state = ANY(string_to_array(w.sources, ','))
-      AND (w.cause <> %(issued)s OR EXISTS (
-          SELECT 1 FROM {policy} p WHERE p.resource_class = l.resource_class AND p.auto_accept))
-), moved AS (
-    UPDATE {device} d SET state = c.to_state, updated_at = %(now)s FROM chosen c WHERE d.id = c.id
-    RETURNING d.id
-), history AS (
-    INSERT INTO {change} (id, device_id, from_state, to_state, at, actor, cause, held, reason, refs)
-    SELECT gen_random_uuid(), c.id, c.from_state, c.to_state, %(now)s, %(actor)s, c.cause, false, c.reason, c.refs
-    FROM chosen c JOIN moved USING (id)
-)""",
-    **_TABLES,
-)
-
-#: The moves made, as the chain's statements return them.
-MOVED_SELECT = "SELECT c.id AS device_id, c.from_state, c.to_state, c.cause FROM chosen c JOIN moved USING (id)"
-
-#: The moves, one per device, as `jsonb_to_recordset` reads `move_payload`.
-WANTED_RECORDSET = """jsonb_to_recordset(%(moves)s::jsonb)
-        AS m(device uuid, to_state varchar, cause varchar, sources text, reason text, refs jsonb)"""
-
-#: One statement: lock, compare-and-set, history.
-MOVE = Statement(
-    "lifecycle.move",
-    _sql(
-        "WITH wanted AS (SELECT * FROM {wanted}), {chain}\n{moved} ORDER BY c.id\n",
-        wanted=WANTED_RECORDSET,
-        chain=MOVE_CHAIN,
-        moved=MOVED_SELECT,
-    ),
-    Moved,
-    example=lambda: {
-        "moves": "[]",
-        "now": timezone.now(),
-        "actor": SYSTEM,
-        "issued": TransitionCause.CERTIFICATE_ISSUED.value,
-    },
-)
-
-
-def move_parameters(moves: Sequence[AutomaticMove], now: datetime) -> dict[str, Any]:
-    """The parameters `MOVE_CHAIN` and `WANTED_RECORDSET` take (one move per device: the last one
-    given wins, as a page decides each device once)."""
-    unique = list({m.device_id: m for m in moves}.values())
-    return {
-        "moves": recordset(
-            {
-                "device": str(m.device_id),
-                "to_state": m.to.value,
-                "cause": m.cause.value,
-                "sources": sources(m.to, m.cause),
-                "reason": m.reason,
-                "refs": _json_refs(m.refs),
-            }
-            for m in unique
-        ),
-        "now": now,
-        "actor": SYSTEM,
-        "issued": TransitionCause.CERTIFICATE_ISSUED.value,
-    }
-
-
-def sources(to: DeviceState, cause: TransitionCause) -> str:
-    """The states an automatic move to `to` for `cause` starts from, as the chain reads them."""
-    return ",".join(sorted(s.value for s in rules.automatic_sources(to, cause)))
-
-
-def automatic_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime | None = None) -> list[Moved]:
-    """Apply the evidence's moves in the caller's transaction (one statement; none when there are
-    none). Returns the moves made; a device no longer in a state the table allows is left alone."""
-    if not moves:
-        return []
-    with connection.cursor() as cursor:
-        made = MOVE.rows(cursor, move_parameters(moves, now or timezone.now()))
-    metrics.transitions_counted(m.cause for m in made)
-    return made
-
-
-# --- automatic moves to repair, behind the circuit breaker ----------------------------------------
-
-
-class Scope(NamedTuple):
-    site_id: UUID
-    resource_class: str
-
-
-LOCK_DEVICES = Statement(
-    "lifecycle.lock_devices",
-    _sql(
-        """
-SELECT d.site_id, d.resource_class FROM {device} d
-WHERE d.id = ANY(string_to_array(%(devices)s, ',')::uuid[]) ORDER BY d.id FOR NO KEY UPDATE
-""",
-        **_TABLES,
-    ),
-    Scope,
-    example=lambda: {"devices": ""},
-)
-
-
-class NoScope(NamedTuple):
-    locked: int
-
-
-#: One writer at a time decides a scope's breaker (after the devices: every writer locks devices
-#: first, so the two lock kinds never wait on each other in opposite orders).
-LOCK_SCOPES = Statement(
-    "lifecycle.lock_scopes",
-    """
-SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS locked
-FROM (SELECT unnest(%(keys)s::text[]) AS k ORDER BY 1) keys
-""",
-    NoScope,
-    example=lambda: {"keys": ["lon-1|gpu"]},
-)
-
-
-class BreakerFacts(NamedTuple):
-    device_id: UUID
-    hostname: str
-    site_id: UUID
-    site_slug: str
-    resource_class: str
-    state: str
-    breaker_share: float | None
-    breaker_window: timedelta | None
-    enrolled: int
-    recent: int
-    breaker_open: bool
-
-
-BREAKER_FACTS = Statement(
-    "lifecycle.breaker_facts",
-    _sql(
-        """
-SELECT d.id AS device_id, d.hostname, d.site_id, s.slug AS site_slug, d.resource_class, d.state,
-       pol.breaker_share, pol.breaker_window,
-       (SELECT count(*) FROM {device} e
-        WHERE e.site_id = d.site_id AND e.resource_class = d.resource_class AND {enrolled}) AS enrolled,
-       (SELECT count(*) FROM {change} h JOIN {device} e ON e.id = h.device_id
-        WHERE h.to_state = %(needs_repair)s AND NOT h.held AND h.cause = ANY(%(guarded)s)
-          AND h.at > %(now)s - COALESCE(pol.breaker_window, %(window)s)
-          AND e.site_id = d.site_id AND e.resource_class = d.resource_class) AS recent,
-       EXISTS (SELECT 1 FROM {breaker} b
-               WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class AND b.closed_at IS NULL)
-           AS breaker_open
-FROM {device} d
-JOIN {site} s ON s.id = d.site_id
-LEFT JOIN {policy} pol ON pol.resource_class = d.resource_class
-WHERE d.id = ANY(string_to_array(%(devices)s, ',')::uuid[])
-ORDER BY d.id
-""",
-        enrolled=enrolled_sql("e"),
-        **_TABLES,
-    ),
-    BreakerFacts,
-    example=lambda: {
-        "devices": "",
-        "needs_repair": DeviceState.NEEDS_REPAIR.value,
-        "guarded": sorted(c.value for c in rules.GUARDED_CAUSES),
-        "now": timezone.now(),
-        "window": rules.BREAKER_WINDOW,
-    },
-)
-
-
-@dataclass(frozen=True)
-class Guarded:
-    """What the guarded moves did: the moves made, the ones held, the breakers opened."""
-
-    moved: list[Moved]
-    held: list[AutomaticMove]
-    opened: list[Breaker]
-
-
-def _scope_key(scope: Scope) -> str:
-    return f"{scope.site_id}|{scope.resource_class}"
-
-
-def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime | None = None) -> Guarded:
-    """Send devices to repair (failed too often, or named by isolation) unless the circuit breaker of
-    their site × resource class holds them: in the caller's transaction, a constant number of
-    statements whatever the number of moves (none when there are none)."""
-    moves = list({m.device_id: m for m in moves}.values())
-    if not moves:
-        return Guarded([], [], [])
-    now = now or timezone.now()
-    ids = ",".join(str(m.device_id) for m in moves)
-    with connection.cursor() as cursor:
-        scopes = sorted(set(LOCK_DEVICES.rows(cursor, {"devices": ids})))
-        LOCK_SCOPES.rows(cursor, {"keys": [_scope_key(s) for s in scopes]})
-        facts = {
-            f.device_id: f
-            for f in BREAKER_FACTS.rows(
-                cursor,
-                {
-                    "devices": ids,
-                    "needs_repair": DeviceState.NEEDS_REPAIR.value,
-                    "guarded": sorted(c.value for c in rules.GUARDED_CAUSES),
-                    "now": now,
-                    "window": rules.BREAKER_WINDOW,
-                },
-            )
-        }
-    by_scope: dict[Scope, list[AutomaticMove]] = {}
-    for move in moves:
-        fact = facts.get(move.device_id)
-        if fact is None or rules.refusal(fact.state, move.to, Mover.SYSTEM, move.cause) is not None:
-            continue  # already moved, or in a state the table does not move from
-        by_scope.setdefault(Scope(fact.site_id, fact.resource_class), []).append(move)
-    admitted: list[AutomaticMove] = []
-    held: list[AutomaticMove] = []
-    opened: list[Breaker] = []
-    for scope, wanted in sorted(by_scope.items()):
-        first = facts[wanted[0].device_id]
-        share = first.breaker_share if first.breaker_share is not None else rules.BREAKER_SHARE
-        decision = rules.breaker_decide(
-            wanted=len(wanted),
-            recent=first.recent,
-            enrolled=first.enrolled,
-            is_open=first.breaker_open,
-            share=share,
-            minimum=rules.BREAKER_MINIMUM,
-        )
-        admitted += wanted[: decision.admitted]
-        held += wanted[decision.admitted :]
-        if decision.trips:
-            window = first.breaker_window or rules.BREAKER_WINDOW
-            opened.append(
-                Breaker(
-                    site_id=scope.site_id,
-                    resource_class=scope.resource_class,
-                    opened_at=now,
-                    detail=(
-                        f"{first.recent + len(wanted)} of {first.enrolled} {scope.resource_class} devices at "
-                        f"{first.site_slug} would go to repair within {_duration(window)} — suspect the test or the "
-                        "policy before the hardware."
-                    ),
-                )
-            )
-    moved = automatic_moves_apply(admitted, now=now)
-    if held:
-        DeviceStateChange.objects.bulk_create(
-            [
-                DeviceStateChange(
-                    device_id=m.device_id,
-                    from_state=facts[m.device_id].state,
-                    to_state=m.to,
-                    at=now,
-                    actor=SYSTEM,
-                    cause=TransitionCause.HELD_BY_BREAKER,
-                    held=True,
-                    reason=m.reason,
-                    refs=_json_refs(m.refs) | {"held_cause": m.cause.value},
-                )
-                for m in held
-            ]
-        )
-        metrics.transitions_counted(TransitionCause.HELD_BY_BREAKER for _ in held)
-    if opened:
-        Breaker.objects.bulk_create(opened, ignore_conflicts=True)
-    return Guarded(moved, held, opened)
-
-
-def _duration(window: timedelta) -> str:
-    minutes = int(window.total_seconds() // 60)
-    return f"{minutes // 60} h" if minutes % 60 == 0 and minutes >= 60 else f"{minutes} min"
-
-
-def _json_refs(refs: Mapping[str, Any]) -> dict[str, Any]:
+def json_refs(refs: Mapping[str, Any]) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(json.dumps(dict(refs), default=str))
     return loaded

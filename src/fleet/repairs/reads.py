@@ -13,15 +13,14 @@ from django.db.models import Count, F, OuterRef, Subquery
 from django.db.models.functions import Coalesce, Now
 
 from fleet.burnin.models import EvaluationResult
+from fleet.burnin.reads.failures import failure_explained
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.jobs.receipts import Receipt, receipt_of
 from fleet.lifecycle.models import Breaker, DeviceStateChange
 from fleet.lifecycle.selectors import repair_entries
-from fleet_rules.evidence import rule_outcomes
 from fleet_rules.lifecycle import refusal
-from fleet_rules.readable import metric_unit, outcome_text
 from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
 
 QUEUE_LIMIT = 100
@@ -41,6 +40,11 @@ class QueuedDevice:
     execution_id: UUID | None
     measured: str | None
 
+    @property
+    def measured_apart(self) -> str | None:
+        """What was measured, when the reason does not say it already (the page's second line)."""
+        return self.measured if self.measured and self.measured not in self.reason else None
+
 
 def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDevice], bool]:
     """(devices oldest first, whether more wait)."""
@@ -59,11 +63,15 @@ def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDe
     more = len(found) > limit
     rows = found[:limit]
     executions = {_execution(r["refs"]) for r in rows} - {None}
-    reasons = _failing_rules(executions)
+    measured = _measured(executions)
     queued = []
     for r in rows:
         refs: dict[str, Any] = r["refs"] or {}
         execution_id = _execution(refs)
+        said = measured.get(execution_id) if execution_id else None
+        reason = r["reason"] or ""
+        if said and r["cause"] == TransitionCause.FAILED_TOO_OFTEN:
+            reason = f"{reason}: {said}"  # the count, and what failed against what
         queued.append(
             QueuedDevice(
                 device_id=r["id"],
@@ -72,30 +80,28 @@ def repair_queue(site: Site, *, limit: int = QUEUE_LIMIT) -> tuple[list[QueuedDe
                 resource_class=r["resource_class"],
                 since=r["since"],
                 cause=r["cause"] or "",
-                reason=r["reason"] or "",
+                reason=reason,
                 requirement=refs.get("requirement"),
                 failures=refs.get("failures"),
                 execution_id=execution_id,
-                measured=reasons.get(execution_id) if execution_id else None,
+                measured=said,
             )
         )
     return queued, more
 
 
-def _failing_rules(execution_ids: set[UUID | None]) -> dict[UUID, str]:
-    """Each execution's failing rules as people read them (`busbw_gbps 288.44 GB/s is below ≥ 431
-    GB/s (−33.1 %)`), or its evaluation's reason when no rule explains it (one query)."""
-    said: dict[UUID, str] = {}
-    for evaluation in EvaluationResult.objects.filter(execution_id__in=execution_ids).select_related(
-        "execution", "execution__requirement"
-    ):
-        execution = evaluation.execution
-        declared = execution.requirement.metric_units
-        failing = [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
-        said[execution.id] = "; ".join(
-            outcome_text(o, metric_unit(execution.metrics, o.metric, declared.get(o.metric, ""))) for o in failing
-        ) or (evaluation.reason or "")
-    return said
+def _measured(execution_ids: set[UUID | None]) -> dict[UUID, str]:
+    """Each execution's failing rules as the failures list says them (`busbw_gbps 288.44 GB/s is
+    below ≥ 431 GB/s (−33.1 %)`), or its error or evaluation's reason when no rule explains it (one
+    query)."""
+    return {
+        evaluation.execution.id: failure_explained(
+            evaluation.execution, evaluation, evaluation.execution.requirement.metric_units
+        ).text()
+        for evaluation in EvaluationResult.objects.filter(execution_id__in=execution_ids).select_related(
+            "execution", "execution__requirement"
+        )
+    }
 
 
 def _execution(refs: dict[str, Any] | None) -> UUID | None:

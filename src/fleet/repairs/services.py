@@ -16,13 +16,16 @@ from django.db.models.functions import Collate
 from django.utils import timezone
 
 from fleet.burnin.models import PolicyProgress
-from fleet.burnin.repair_due import failed_targets_judge
+from fleet.burnin.repair_due import failed_targets_moves
 from fleet.burnin.reruns.load import lock_involved_devices
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, NotFoundError
+from fleet.core.locks import lock_keys_in_order
+from fleet.core.models import new_uuid
 from fleet.inventory.models import Device, Site
+from fleet.lifecycle.breakers import Guarded, breaker_close
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
-from fleet.lifecycle.services import AutomaticMove, Guarded, device_transition, guarded_repair_moves_apply
+from fleet.lifecycle.services import AutomaticMove, Move, transitions_apply
 from fleet_rules import lifecycle as rules
 from fleet_rules.vocabulary import DeviceState, Mover, PlanningMode, RepairRerun, TransitionCause
 
@@ -47,44 +50,45 @@ def repair_record(
     # target) order, then their devices — so the two wait for each other, never in a circle; a
     # refused repair rolls the reset back.
     rows = PolicyProgress.objects.filter(device_id=device_id)
-    list(
-        rows.order_by(Collate(F("requirement__name"), "C"), "target_id")
-        .select_for_update(no_key=True, of=("self",))
-        .values_list("id", flat=True)
-    )
+    lock_keys_in_order(rows, Collate(F("requirement__name"), "C"), "target_id")
     rows.update(outcomes=0)
     # The device and the rack mates its re-burn-in involves, locked in primary-key order as every
     # writer of devices locks them: locking the device alone first, then its rack mates (in the
     # dispatch), deadlocked against a dispatch of the rack.
     lock_involved_devices([device_id])
-    device = Device.objects.select_related("site").get(id=device_id)
-    refused = rules.refusal(device.state, DeviceState.BURN_IN, Mover.SYSTEM, TransitionCause.REPAIR)
-    if refused is not None:
+    # The lifecycle's writer checks and makes the move (once); the repair it refers to is written
+    # only when it moved.
+    now, repair_id = timezone.now(), new_uuid()
+    move = Move(
+        device_id,
+        DeviceState.BURN_IN,
+        Mover.SYSTEM,
+        TransitionCause.REPAIR,
+        actor,
+        summary,
+        {"repair": str(repair_id)},
+    )
+    for refused in transitions_apply([move], now=now).refused:
+        if refused.state is None:
+            raise NotFoundError(refused.why)
         raise Conflict(
-            f"{device.hostname} is {device.state}: only a device in needs_repair or maintenance is repaired "
+            f"{refused.hostname} is {refused.state}: only a device in needs_repair or maintenance is repaired "
             "(a repair brings it back to burn-in)."
         )
+    device = Device.objects.select_related("site").get(id=device_id)
     repair = Repair.objects.create(
+        id=repair_id,
         device=device,
         summary=summary.strip(),
         parts=list(parts),
         actor=actor,
-        created_at=timezone.now(),
+        created_at=now,
         rerun_mode=rerun,
-    )
-    changed = device_transition(
-        device_id=device.id,
-        to=DeviceState.BURN_IN,
-        mover=Mover.SYSTEM,
-        cause=TransitionCause.REPAIR,
-        actor=actor,
-        reason=summary,
-        refs={"repair": str(repair.id)},
     )
     outcome = rerun_dispatch(site=device.site, device_ids=[device.id], mode=RERUN_MODES[rerun], requested_by=actor)
     repair.job_ids = [str(j.job_id) for j in outcome.created_jobs]
     repair.save(update_fields=["job_ids"])
-    return Recorded(repair, changed.device, outcome)
+    return Recorded(repair, device, outcome)
 
 
 @dataclass(frozen=True)
@@ -95,39 +99,35 @@ class Reset:
 
 @transaction.atomic
 def breaker_reset(*, site: Site, resource_class: str, actor: str, reason: str) -> Reset:
-    """Close the open breaker of a site × class (404 when none is open) and judge again the moves it
-    held: each held device still failing too often goes to repair now (behind the closed breaker)."""
-    breaker = (
-        Breaker.objects.select_for_update()
-        .filter(site=site, resource_class=resource_class, closed_at__isnull=True)
-        .first()
-    )
+    """Close the open breaker of a site × class (404 when none is open): the operator says the
+    hardware really is broken. What it held goes to repair now — a device held for failing too often
+    if it still does since its last repair (counted again), one held for a fatal Xid or named by
+    isolation as it was held (those stay facts) — and its window starts over from the reset."""
+    breaker = Breaker.objects.filter(site=site, resource_class=resource_class, closed_at__isnull=True).first()
     if breaker is None:
         raise NotFoundError(f"No open breaker for {resource_class} at {site.slug}.")
-    breaker.closed_at, breaker.closed_by, breaker.close_reason = timezone.now(), actor, reason.strip()
-    breaker.save(update_fields=["closed_at", "closed_by", "close_reason"])
-    held = DeviceStateChange.objects.filter(
-        held=True,
-        device__site=site,
-        device__resource_class=resource_class,
-        at__gte=breaker.opened_at,
-        device__state__in=[s.value for s in rules.transition_sources(DeviceState.NEEDS_REPAIR)],
-    ).values_list("device_id", "refs", "reason")
-    pairs = {(device_id, UUID(refs["requirement_id"])) for device_id, refs, _ in held if refs.get("requirement_id")}
-    rejudged = failed_targets_judge(pairs)
-    # A fatal Xid stays a fact: the moves the breaker held for one go through now (behind the closed breaker).
-    fatal = [
-        AutomaticMove(
-            device_id,
-            DeviceState.NEEDS_REPAIR,
-            TransitionCause.FATAL_XID,
-            reason,
-            {k: v for k, v in refs.items() if k != "held_cause"},
+    held = (
+        DeviceStateChange.objects.filter(
+            held=True,
+            device__site=site,
+            device__resource_class=resource_class,
+            at__gte=breaker.opened_at,
+            device__state__in=[s.value for s in rules.transition_sources(DeviceState.NEEDS_REPAIR)],
         )
-        for device_id, refs, reason in held
-        if refs.get("held_cause") == TransitionCause.FATAL_XID.value
-    ]
-    if fatal:
-        more = guarded_repair_moves_apply(fatal)
-        rejudged = Guarded(rejudged.moved + more.moved, rejudged.held + more.held, rejudged.opened + more.opened)
-    return Reset(breaker, rejudged)
+        .order_by("device_id", "-at", "-id")
+        .distinct("device_id")
+        .values_list("device_id", "refs", "reason")
+    )
+    failing: set[tuple[UUID, UUID]] = set()
+    facts: list[AutomaticMove] = []
+    for device_id, refs, why in held:
+        cause = TransitionCause(refs.get("held_cause", TransitionCause.FAILED_TOO_OFTEN))
+        if cause == TransitionCause.FAILED_TOO_OFTEN:
+            if refs.get("requirement_id"):
+                failing.add((device_id, UUID(refs["requirement_id"])))
+            continue
+        kept = {k: v for k, v in refs.items() if k != "held_cause"}
+        facts.append(AutomaticMove(device_id, DeviceState.NEEDS_REPAIR, cause, why, kept))
+    admitted = failed_targets_moves(failing) + facts
+    closed = breaker_close(breaker=breaker, actor=actor, reason=reason, admitted=admitted)
+    return Reset(closed.breaker, Guarded(closed.applied.moved, [], []))

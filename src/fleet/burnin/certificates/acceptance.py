@@ -67,7 +67,7 @@ class Accepted:
 def device_accept(*, device_id: UUID, actor: str, force: bool = False, reason: str = "") -> Accepted:
     """Move one device to `accepted` (409 without a valid certificate unless forced, or when the
     lifecycle table refuses the move; a forced acceptance needs a reason and is recorded)."""
-    device = Device.objects.select_for_update(no_key=True).get(id=device_id)
+    device = Device.objects.get(id=device_id)  # the move compare-and-sets the state read here
     if device.state == DeviceState.ACCEPTED:
         return Accepted(device, False, None)
     if not force and uncertified([device.id]):

@@ -21,24 +21,30 @@ from fleet.burnin import metrics
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.fragments import acceptable_sql, requirement_target_sql
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey, FingerprintSnapshot
+from fleet.burnin.supersession import Supersession, lifts, supersede_run
 from fleet.burnin.tables import sql
+from fleet.core.locks import locked_sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
-from fleet.core.statements import NoRow, Statement, select_list
+from fleet.core.statements import Statement, select_list
 from fleet.inventory.models import Site
-from fleet.lifecycle import metrics as lifecycle_metrics
 from fleet.lifecycle.services import (
-    MOVE_CHAIN,
-    MOVED_SELECT,
-    WANTED_RECORDSET,
-    AutomaticMove,
-    move_parameters,
-    sources,
+    SYSTEM,
+    TRANSITIONS_CHAIN,
+    WANTED_MOVES,
+    Move,
+    Outcome,
+    Wanted,
+    sources_text,
+    transitions_outcome,
+    transitions_parameters,
+    wanted_columns,
 )
 from fleet.policies.models import AcceptancePolicy, ThresholdRule
 from fleet_rules import certificates as rules
 from fleet_rules.eligibility import enrolled_sql
+from fleet_rules.lifecycle import allowed_sources
 from fleet_rules.resolution import Resolution, Rule, resolve
-from fleet_rules.vocabulary import DeviceState, RequirementScope, TransitionCause
+from fleet_rules.vocabulary import DeviceState, Mover, RequirementScope, SupersedeReason, TransitionCause
 
 
 #: Every join is a probe by a unique key (LATERAL … LIMIT 1, or fenced with OFFSET 0) driven by the
@@ -207,9 +213,9 @@ ORDER BY f.id, r.name
 )
 
 
-#: The touched devices, locked in primary-key order (FOR NO KEY UPDATE, as `fleet.core.locks`):
-#: two sweeps of different scopes touching one device (its node rows and its rack's row) decide
-#: its certificate one after the other, the second seeing what the first committed.
+#: The touched devices, locked as every writer of devices locks them (`fleet.core.locks`): two
+#: sweeps of different scopes touching one device (its node rows and its rack's row) decide its
+#: certificate one after the other, the second seeing what the first committed.
 class Locked(NamedTuple):
     id: UUID
 
@@ -217,16 +223,16 @@ class Locked(NamedTuple):
 LOCK = Statement(
     "burnin.certificates.lock_touched",
     sql(
-        """
-SELECT d.id FROM {device} d
-WHERE d.id IN (
+        locked_sql(
+            "{device}",
+            "d",
+            "d.id",
+            """d.id IN (
     SELECT unnest({devices})
     UNION
     SELECT m.device_id FROM {membership} m WHERE m.topology_id = ANY({topologies})
-)
-ORDER BY d.id
-FOR NO KEY UPDATE
-""",
+)""",
+        ),
         devices=ids_sql("%(devices)s"),
         topologies=ids_sql("%(topologies)s"),
     ),
@@ -234,37 +240,26 @@ FOR NO KEY UPDATE
     example=lambda: {"devices": id_text([uuid.uuid4()]), "topologies": ""},
 )
 
-SUPERSEDE = Statement(
-    "burnin.certificates.supersede",
-    sql(
-        """
-UPDATE {certificate} c SET superseded_at = %(now)s, supersede_reason = u.reason
-FROM unnest(%(serials)s::uuid[], %(reasons)s::varchar[]) AS u(serial, reason)
-WHERE c.serial = u.serial AND c.superseded_at IS NULL
-""",
-        certificate=AcceptanceCertificate._meta.db_table,
-    ),
-    NoRow,
-    example=lambda: {"now": timezone.now(), "serials": [uuid.uuid4()], "reasons": ["failed"]},
-)
-
 
 #: The signing key's public half is recorded by the statement that first uses it; a concurrent
 #: sweep (another satellite's scope touching the same device) that issued first wins: the partial
 #: unique index on current certificates turns ours into a no-op.
 #:
-#: The same statement makes the lifecycle's moves (`fleet.lifecycle.services.MOVE_CHAIN`): the
-#: devices whose certificate stopped holding (`%(moves)s`, decided before it) go back to burn-in,
-#: and the devices it issued a certificate to are accepted — one move per device, the issue's
-#: winning — so a certificate exists exactly when its device's state says so, without a statement
-#: more per page. Its rows are the certificates issued (`serial` set) and the moves made.
+#: The same statement makes the lifecycle's moves through its writer's chain
+#: (`fleet.lifecycle.services.TRANSITIONS_CHAIN`): the devices whose certificate stopped holding
+#: (`%(moves)s`, the supersession's lifts, decided before it) go back to burn-in, and the devices it
+#: issued a certificate to are accepted — one move per device, the issue's winning — so a
+#: certificate exists exactly when its device's state says so, without a statement more per page.
+#: Its rows are the certificates issued (`serial` set) and the outcome of each wanted move.
 class IssuedOrMoved(NamedTuple):
     device_id: UUID
     serial: UUID | None
     first: bool | None
-    from_state: str | None
+    hostname: str | None
+    state: str | None
     to_state: str | None
     cause: str | None
+    change_id: UUID | None
 
 
 ISSUE = Statement(
@@ -286,25 +281,42 @@ WITH signer AS (
     ON CONFLICT DO NOTHING
     RETURNING device_id, serial, previous_id IS NULL AS first
 ), wanted AS (
-    SELECT DISTINCT ON (device) device, to_state, cause, sources, reason, refs FROM (
-        SELECT i.device_id AS device, %(accepted)s::varchar AS to_state, %(issued)s::varchar AS cause,
-               %(accepted_sources)s::text AS sources, 'certificate ' || i.serial || ' issued' AS reason,
-               jsonb_build_object('certificate', i.serial::text) AS refs, 0 AS rank
-        FROM inserted i
+    SELECT DISTINCT ON (w.device) {wanted} FROM (
+        SELECT {accepting}, 0 AS rank FROM inserted i
         UNION ALL
-        SELECT m.device, m.to_state, m.cause, m.sources, m.reason, m.refs, 1 FROM {lifted}
+        SELECT m.*, 1 AS rank FROM ({lifted}) m
     ) w
-    ORDER BY device, rank
-), {move_chain}
-SELECT i.device_id, i.serial, i.first, NULL AS from_state, NULL AS to_state, NULL AS cause FROM inserted i
+    ORDER BY w.device, w.rank
+), {chain}
+SELECT {issued} FROM inserted i
 UNION ALL
-{moved}
+SELECT {outcome} FROM outcome o
 """,
         key=CertificateKey._meta.db_table,
         certificate=AcceptanceCertificate._meta.db_table,
-        lifted=WANTED_RECORDSET,
-        move_chain=MOVE_CHAIN,
-        moved=MOVED_SELECT.replace("c.id AS device_id", "c.id AS device_id, NULL, NULL"),
+        wanted=wanted_columns({name: f"w.{name}" for name in Wanted._fields}),
+        accepting=wanted_columns(
+            {
+                "device": "i.device_id",
+                "to_state": "%(accepted)s::varchar",
+                "cause": "%(issued)s::varchar",
+                "sources": "%(accepted_sources)s::text",
+                "reason": "'certificate ' || i.serial || ' issued'",
+                "refs": "jsonb_build_object('certificate', i.serial::text)",
+                "actor": "%(system)s::varchar",
+            }
+        ),
+        lifted=WANTED_MOVES,
+        chain=TRANSITIONS_CHAIN,
+        issued=select_list(
+            IssuedOrMoved,
+            {"device_id": "i.device_id", "serial": "i.serial", "first": "i.first"}
+            | {name: "NULL" for name in Outcome._fields if name != "device_id"},
+        ),
+        outcome=select_list(
+            IssuedOrMoved,
+            {"serial": "NULL", "first": "NULL"} | {name: f"o.{name}" for name in Outcome._fields},
+        ),
     ),
     IssuedOrMoved,
     example=lambda: (
@@ -313,10 +325,8 @@ UNION ALL
             "public_key": b"",
             "now": timezone.now(),
             "certificates": "[]",
-            "accepted": DeviceState.ACCEPTED.value,
-            "accepted_sources": sources(DeviceState.ACCEPTED, TransitionCause.CERTIFICATE_ISSUED),
         }
-        | move_parameters([], timezone.now())
+        | _move_columns([], timezone.now())
     ),
 )
 
@@ -449,23 +459,28 @@ def certificates_refresh(
     # and reads come after it.
     now = now or timezone.now()
     loads = _load(devices, topologies)
-    supersede: list[tuple[UUID, str]] = []
+    supersede: list[Supersession] = []
     issue: list[tuple[DeviceLoad, Newest | None]] = []
-    moves: list[AutomaticMove] = []
     for load in loads.values():
         held = load.newest.current if load.newest else None
         decision = rules.decide(held, load.facts, load.evidence, now=now)
         if decision.supersede is not None and held is not None:
-            supersede.append((held.serial, decision.supersede))
-            if decision.supersede in rules.LIFTING_REASONS:
-                moves.append(_lifted(load.facts.id, held.serial, decision.supersede))
+            supersede.append(Supersession(load.facts.id, held.serial, SupersedeReason(decision.supersede)))
         if decision.issue:
             issue.append((load, load.newest))
+    lifted = [m.requested() for m in lifts(supersede)]
     with connection.cursor() as cursor:
-        SUPERSEDE.run(cursor, {"now": now, "serials": [s for s, _ in supersede], "reasons": [r for _, r in supersede]})
-        rows = ISSUE.rows(cursor, _issue_columns(issue, now) | _move_columns(moves, now))
+        supersede_run(cursor, supersede, now)
+        rows = ISSUE.rows(cursor, _issue_columns(issue, now) | _move_columns(lifted, now))
     inserted = [row for row in rows if row.serial is not None]
-    lifecycle_metrics.transitions_counted(row.cause for row in rows if row.cause is not None)
+    transitions_outcome(
+        lifted,
+        (
+            Outcome(row.device_id, row.hostname, row.state, row.to_state, row.cause, row.change_id)
+            for row in rows
+            if row.serial is None and row.to_state is not None and row.cause is not None
+        ),
+    )
     firsts = {row.device_id for row in inserted if row.first}
     metrics.first_certificates_observed(
         (load.facts.site_slug, load.facts.resource_class, (now - load.facts.enrolled_at).total_seconds())
@@ -475,20 +490,14 @@ def certificates_refresh(
     return IssuanceCounts(len(inserted), len(supersede))
 
 
-def _lifted(device_id: UUID, serial: UUID, reason: str) -> AutomaticMove:
-    return AutomaticMove(
-        device_id,
-        DeviceState.BURN_IN,
-        TransitionCause.CERTIFICATE_SUPERSEDED,
-        f"certificate {serial} superseded: {reason}",
-        {"certificate": str(serial), "supersede_reason": reason},
-    )
-
-
-def _move_columns(lifted: list[AutomaticMove], now: datetime) -> dict[str, Any]:
-    return move_parameters(lifted, now) | {
+def _move_columns(lifted: list[Move], now: datetime) -> dict[str, Any]:
+    """The lifecycle chain's parameters: the lifts asked from here, and the acceptance of each
+    device the statement issues a certificate to (the table's sources for the service's move)."""
+    accepting = allowed_sources(DeviceState.ACCEPTED, Mover.SYSTEM, TransitionCause.CERTIFICATE_ISSUED)
+    return transitions_parameters(lifted, now) | {
         "accepted": DeviceState.ACCEPTED.value,
-        "accepted_sources": sources(DeviceState.ACCEPTED, TransitionCause.CERTIFICATE_ISSUED),
+        "accepted_sources": sources_text(accepting),
+        "system": SYSTEM,
     }
 
 

@@ -29,7 +29,8 @@ from fleet.core.locks import lock_in_pk_order
 from fleet.inventory.models import Device, Site, Topology
 from fleet.jobs.models import Job
 from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
-from fleet.lifecycle.services import AutomaticMove, guarded_repair_moves_apply
+from fleet.lifecycle.breakers import guarded_repair_moves_apply
+from fleet.lifecycle.services import AutomaticMove
 from fleet.policies.models import ParameterProfile, Requirement
 from fleet_rules.eligibility import is_enrolled
 from fleet_rules.isolation import (

@@ -19,13 +19,13 @@ from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from fleet.burnin.diagnosis.attempts import PassedAfter, passes_after_failures
 from fleet.burnin.diagnosis.isolation import site_diagnoses
 from fleet.burnin.diagnosis.outliers import OutliersPage, site_outliers_page
-from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
+from fleet.burnin.models import DeviceDiagnosis, EvaluationResult, PolicyProgress, TestExecution
 from fleet.inventory.models import Site
 from fleet.inventory.selectors import site_by_slug
 from fleet.lifecycle.models import Repair
 from fleet_rules.attempts import Outcomes
 from fleet_rules.evidence import RuleOutcome, rule_outcomes
-from fleet_rules.readable import metric_unit
+from fleet_rules.readable import metric_unit, outcome_text
 from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 NOT_PASSING = (Verdict.FAILED, Verdict.ERRORED)
@@ -52,6 +52,31 @@ FAILURE_ORDERS: dict[str, tuple[str, ...]] = {
     "target": ("device__hostname", "topology__label", "requirement__name", "id"),
     "requirement": ("requirement__name", "device__hostname", "topology__label", "id"),
 }
+
+
+@dataclass(frozen=True)
+class Explained:
+    """Why an execution did not pass, as the failures list says it: its failing rules (measured
+    value, relation, threshold, margin) with each metric's unit, else its error (or, for a failure
+    no rule explains, its evaluation's reason)."""
+
+    rules: list[RuleOutcome]
+    error: str
+    units: dict[str, str]
+
+    def text(self) -> str:
+        """In one line: `busbw_gbps 377.75 GB/s is below ≥ 420 GB/s (−10.1 %); …`, else the error."""
+        return "; ".join(outcome_text(o, self.units.get(o.metric, "")) for o in self.rules) or self.error
+
+
+def failure_explained(execution: TestExecution, evaluation: EvaluationResult, declared: dict[str, str]) -> Explained:
+    """The failures list's explanation of an execution judged by `evaluation` (`declared`: its
+    requirement's metric units). The one rule: the repair queue says the same."""
+    outcomes = [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
+    # Why it could not judge (errored), or a failure no rule explains (e.g. no thresholds).
+    error = execution.error or ("" if outcomes else evaluation.reason or "")
+    units = {o.metric: metric_unit(execution.metrics, o.metric, declared.get(o.metric, "")) for o in outcomes}
+    return Explained(outcomes, error, units)
 
 
 @dataclass(frozen=True)
@@ -93,13 +118,9 @@ def site_failures(
     failures = []
     for p, execution in decided:
         evaluation = getattr(execution, "evaluation", None) if execution is not None else None
-        outcomes, error, units = [], "", {}
+        explained = Explained([], "", {})
         if execution is not None and evaluation is not None:
-            outcomes = [o for o in rule_outcomes(evaluation.metric_evaluations, execution.metrics) if not o.passed]
-            # Why it could not judge (errored), or a failure no rule explains (e.g. no thresholds).
-            error = execution.error or ("" if outcomes else evaluation.reason or "")
-            declared = p.requirement.metric_units
-            units = {o.metric: metric_unit(execution.metrics, o.metric, declared.get(o.metric, "")) for o in outcomes}
+            explained = failure_explained(execution, evaluation, p.requirement.metric_units)
         rerun = p.verdict == Verdict.IN_PROGRESS
         failures.append(
             FailureRow(
@@ -112,10 +133,10 @@ def site_failures(
                 verdict=(_finished_verdict(execution) if rerun and execution is not None else None) or p.verdict,
                 execution_id=execution.id if execution is not None else None,
                 finished_at=execution.finished_at if execution is not None else None,
-                rules=outcomes,
-                error=error,
+                rules=explained.rules,
+                error=explained.error,
                 attempts=attempts.get((p.requirement_id, p.target_id), 0),
-                units=units,
+                units=explained.units,
                 rerun_in_progress=rerun,
                 topology_unit=p.topology.unit if p.topology is not None else "",
             )
