@@ -3,8 +3,8 @@
 from typing import Any
 
 from django import forms
-from django.contrib import admin
-from django.http import HttpRequest
+from django.contrib import admin, messages
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 
 from fleet.burnin.certificates.acceptance import OVERRIDE_PERMISSION, overrides_record, refusal, uncertified
 from fleet.burnin.models import (
@@ -19,6 +19,7 @@ from fleet.burnin.models import (
     TestExecution,
 )
 from fleet.core.admin import ViewOnlyAdmin
+from fleet.core.exceptions import Conflict
 from fleet.inventory.admin import DeviceAdmin
 from fleet.inventory.models import Device
 from fleet.lifecycle.services import device_transition
@@ -162,6 +163,17 @@ class GatedDeviceAdmin(DeviceAdmin):
             user = request.user
 
         return WithUser
+
+    def changeform_view(
+        self, request: HttpRequest, object_id: str | None = None, form_url: str = "", extra_context: Any = None
+    ) -> HttpResponse:
+        # The admin's transaction ends with the refusal: nothing of the change is kept, and the
+        # page says why (a change of state that lost a race to another writer is a 409 in the API).
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except Conflict as refused:
+            self.message_user(request, refused.detail, level=messages.ERROR)
+            return HttpResponseRedirect(request.get_full_path())
 
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         forced = getattr(form, "forced", False)
