@@ -262,3 +262,51 @@ def test_fleet_isolate_dry_run_prints_the_plan_and_creates_nothing(fleet):
     assert "rack-a01 · rack-nccl: cohort of 8" in text and "at most 4 rounds" in text
     assert text.count("collective over ") == 2 and "nothing created" in text
     assert Job.objects.count() == 0 and IsolationPlan.objects.count() == 0
+
+
+def test_a_round_job_that_ended_without_running_is_dispatched_again_not_blamed(fleet):
+    """A job that ends with no execution (its lease lost on a slow satellite) says nothing about its
+    devices: its subset runs again, and only the faulty device is named."""
+    rack = Rack(fleet)
+    plan = isolation_dispatch(site=rack.site, topology_id=rack.rack.id, requirement_name="rack-nccl", requested_by="t")
+    # Given the first round's subset without the bad device ends without running its collective
+    healthy = next(s for s in plan.rounds[0]["subsets"] if str(rack.bad.id) not in s["suspects"])
+    claimed = jobs_claim(satellite=rack.satellite, capacity=10)
+    lost = next(j for j in claimed if str(j.id) == healthy["job_id"])
+    job_finish(job_id=lost.id, outcome=JobStatus.FAILED)
+    for job in claimed:
+        if job.id != lost.id:
+            members = set(JobDevice.objects.filter(job=job).values_list("device_id", flat=True))
+            metrics = BAD if rack.bad.id in members else GOOD
+            execution = execution_report(
+                execution_id=uuid4(),
+                report=ExecutionReport(
+                    requirement="rack-nccl",
+                    test=None,
+                    device_id=None,
+                    topology_id=rack.rack.id,
+                    job_id=job.id,
+                    status="completed",
+                    parameters={},
+                    metrics=metrics,
+                    error="",
+                    started_at=None,
+                    finished_at=None,
+                ),
+                actor=None,
+                reported_by="test",
+            ).execution
+            job_finish(job_id=job.id, outcome=JobStatus.SUCCEEDED)
+            evaluate(execution, rack.nccl, rack.site, passed=metrics is GOOD)
+    # When the plan advances
+    plan = isolation_advance(site=rack.site, plan_id=plan.id, requested_by="t")
+    # Then the round is not decided: that subset runs again, on the same devices
+    assert len(plan.rounds) == 1 and plan.status == IsolationStatus.RUNNING
+    again = next(s for s in plan.rounds[0]["subsets"] if s["suspects"] == healthy["suspects"])
+    assert again["job_id"] != healthy["job_id"] and again["tries"] == 2
+    # And run to the end, only the faulty device is named
+    while plan.status == IsolationStatus.RUNNING:
+        rack.run_round()
+        plan = isolation_advance(site=rack.site, plan_id=plan.id, requested_by="t")
+    assert plan.status == IsolationStatus.FOUND
+    assert plan.state["culprits"] == [str(rack.bad.id)]

@@ -68,3 +68,32 @@ def test_every_culprit_is_found_and_nothing_else(case):
     assert not culprits & set(state.known_good)
     if len(culprits) == 1:
         assert len(rounds) <= math.ceil(math.log2(n)) < max_rounds(n)
+
+
+def test_a_subset_that_never_ran_names_nobody_and_its_suspects_stay_unresolved():
+    cohort = [f"n{i}" for i in range(8)]
+    state = start(cohort)
+    plan = next_round(state)  # n0..n3 | n4..n7
+    state = apply_round(state, plan, [None, True])
+    assert state.finished and not state.culprits
+    assert state.unresolved == (("n0", "n1", "n2", "n3"),) and state.known_good == ("n4", "n5", "n6", "n7")
+    # A failing half still narrows; a half that never ran beside it stays a suspect, unnamed
+    state = apply_round(start(cohort), plan, [False, None])
+    assert state.groups == (("n0", "n1", "n2", "n3"),) and state.unresolved == (("n4", "n5", "n6", "n7"),)
+
+
+@given(
+    st.integers(2, 24).flatmap(
+        lambda n: st.tuples(st.just(n), st.integers(0, n - 1), st.lists(st.booleans(), min_size=64, max_size=64))
+    )
+)
+def test_collectives_that_never_ran_never_name_a_good_device(case):
+    n, bad, ran = case
+    cohort = [f"d{i:02d}" for i in range(n)]
+    state, used = start(cohort), iter(ran)
+    while not state.finished and state.rounds < 50:
+        plan = next_round(state)
+        state = apply_round(
+            state, plan, [(cohort[bad] not in s.devices) if next(used, True) else None for s in plan.subsets]
+        )
+    assert set(state.culprits) <= {cohort[bad]}

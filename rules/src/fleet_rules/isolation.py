@@ -12,7 +12,10 @@ plan ends inconclusive for it.
 
 For a single bad device in an n-device cohort this takes ⌈log2 n⌉ rounds; a plan is allowed
 ⌈log2 n⌉ + 1 (`max_rounds`) before it stops as inconclusive. An errored subset counts as failing:
-the collective did not complete with those devices. Pure: the service stores the state as JSON.
+the collective ran and did not complete with those devices. A subset that never ran (its job ended
+without an execution: a lease lost on a slow satellite) is no evidence at all: the service runs it
+again (`NO_EVIDENCE_TRIES`), and a subset that never ran stays unresolved, so no device is ever
+named for a collective that did not run. Pure: the service stores the state as JSON.
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ class RoundPlan:
     subsets: tuple[Subset, ...] = field(default_factory=tuple)
 
 
+#: How many times a subset is dispatched before its group stops narrowing for want of evidence.
+NO_EVIDENCE_TRIES = 3
+
+
 def max_rounds(cohort_size: int) -> int:
     """⌈log2 n⌉ + 1: enough for one bad device in n, with one round to spare."""
     return math.ceil(math.log2(cohort_size)) + 1 if cohort_size > 1 else 1
@@ -119,8 +126,9 @@ def next_round(state: IsolationState) -> RoundPlan:
     return RoundPlan(tuple(subsets))
 
 
-def apply_round(state: IsolationState, plan: RoundPlan, passed: Sequence[bool]) -> IsolationState:
-    """Narrow the suspects by one round's outcomes (`passed[i]` for `plan.subsets[i]`)."""
+def apply_round(state: IsolationState, plan: RoundPlan, passed: Sequence[bool | None]) -> IsolationState:
+    """Narrow the suspects by one round's outcomes (`passed[i]` for `plan.subsets[i]`; None: the
+    subset never ran, so its suspects stay suspects, unresolved, and are never named)."""
     if len(passed) != len(plan.subsets):
         raise ValueError("one outcome per subset")
     good = set(state.known_good)
@@ -128,14 +136,16 @@ def apply_round(state: IsolationState, plan: RoundPlan, passed: Sequence[bool]) 
     unresolved = list(state.unresolved)
     for index, group in enumerate(state.groups):
         outcomes = [(s, ok) for s, ok in zip(plan.subsets, passed, strict=True) if s.group == index]
-        failing = [s.suspects for s, ok in outcomes if not ok]
+        failing = [s.suspects for s, ok in outcomes if ok is False]
+        unknown = [s.suspects for s, ok in outcomes if ok is None]
         for subset, ok in outcomes:
             if ok:
                 good.update(subset.devices)
         if failing:
             groups.extend(failing)
+            unresolved.extend(unknown)
         else:
-            unresolved.append(group)
+            unresolved.extend(unknown or [group])
     return _settle(
         IsolationState(
             groups=tuple(groups),

@@ -34,6 +34,7 @@ from fleet.lifecycle.services import AutomaticMove
 from fleet.policies.models import ParameterProfile, Requirement
 from fleet_rules.eligibility import is_enrolled
 from fleet_rules.isolation import (
+    NO_EVIDENCE_TRIES,
     IsolationState,
     RoundPlan,
     Subset,
@@ -176,10 +177,10 @@ def _job_parameters(cohort: Cohort, plan_id: UUID, round_number: int, index: int
     }
 
 
-def _dispatch_round(plan: IsolationPlan, cohort: Cohort, state: IsolationState, requested_by: str) -> None:
-    """Create the next round's jobs (the caller holds the cohort's device locks)."""
-    decided = next_round(state)
-    round_number = state.rounds + 1
+def _subset_jobs(
+    plan: IsolationPlan, cohort: Cohort, round_number: int, subsets: list[tuple[int, Subset]], requested_by: str
+) -> list[Any]:
+    """A diagnostic collective per (index, subset) of a round (the caller holds the cohort's locks)."""
     specs = [
         JobSpec(
             site_id=cohort.site.id,
@@ -189,9 +190,16 @@ def _dispatch_round(plan: IsolationPlan, cohort: Cohort, state: IsolationState, 
             parameters=_job_parameters(cohort, plan.id, round_number, index, subset),
             topology_id=cohort.topology.id,
         )
-        for index, subset in enumerate(decided.subsets)
+        for index, subset in subsets
     ]
-    jobs = jobs_create(specs=specs, requested_by=requested_by, reason=JobReason.DIAGNOSIS, locked=True)
+    return jobs_create(specs=specs, requested_by=requested_by, reason=JobReason.DIAGNOSIS, locked=True)
+
+
+def _dispatch_round(plan: IsolationPlan, cohort: Cohort, state: IsolationState, requested_by: str) -> None:
+    """Create the next round's jobs (the caller holds the cohort's device locks)."""
+    decided = next_round(state)
+    round_number = state.rounds + 1
+    jobs = _subset_jobs(plan, cohort, round_number, list(enumerate(decided.subsets)), requested_by)
     plan.rounds = [
         *plan.rounds,
         {
@@ -202,6 +210,7 @@ def _dispatch_round(plan: IsolationPlan, cohort: Cohort, state: IsolationState, 
                     "suspects": list(subset.suspects),
                     "devices": list(subset.devices),
                     "job_id": str(job.id),
+                    "tries": 1,
                     "execution_id": None,
                     "verdict": None,
                 }
@@ -252,7 +261,8 @@ def isolation_dispatch(*, site: Site, topology_id: UUID, requirement_name: str, 
 def _outcomes(plan: IsolationPlan) -> list[tuple[str | None, str | None]] | None:
     """(execution id, verdict) per subset of the current round, or None while any is undecided:
     its job is active, or its execution is not evaluated for its current `updated_at` yet. A job
-    that ended without an execution counts as errored. Two queries."""
+    that ended without an execution is (None, errored): it never ran, which is no evidence about its
+    devices. Two queries."""
     subsets = plan.rounds[-1]["subsets"]
     job_ids = [s["job_id"] for s in subsets]
     statuses = dict(Job.objects.filter(id__in=job_ids).values_list("id", "status"))
@@ -297,12 +307,30 @@ def isolation_advance(*, site: Site, plan_id: UUID, requested_by: str) -> Isolat
         return plan
     state = IsolationState.from_json(plan.state)
     current = plan.rounds[-1]
-    decided = RoundPlan(
-        tuple(Subset(s["group"], tuple(s["suspects"]), tuple(s["devices"])) for s in current["subsets"])
-    )
+    subsets = [Subset(s["group"], tuple(s["suspects"]), tuple(s["devices"])) for s in current["subsets"]]
+    never_ran = [
+        (index, subset)
+        for index, (subset, (execution_id, _)) in enumerate(zip(subsets, outcomes, strict=True))
+        if execution_id is None and current["subsets"][index].get("tries", 1) < NO_EVIDENCE_TRIES
+    ]
+    if never_ran:  # no evidence yet: those collectives run again, the round waits for them
+        cohort = cohort_for_plan(plan)
+        _lock_cohort(cohort)
+        for (index, _), job in zip(
+            never_ran, _subset_jobs(plan, cohort, len(plan.rounds), never_ran, requested_by), strict=True
+        ):
+            entry = current["subsets"][index]
+            entry["job_id"], entry["tries"] = str(job.id), entry.get("tries", 1) + 1
+        plan.updated_at = timezone.now()
+        plan.save(update_fields=["rounds", "updated_at"])
+        return plan
     for subset, (execution_id, verdict) in zip(current["subsets"], outcomes, strict=True):
         subset["execution_id"], subset["verdict"] = execution_id, verdict
-    state = apply_round(state, decided, [verdict == Verdict.PASSED for _, verdict in outcomes])
+    state = apply_round(
+        state,
+        RoundPlan(tuple(subsets)),
+        [None if execution_id is None else verdict == Verdict.PASSED for execution_id, verdict in outcomes],
+    )
     now = timezone.now()
     if not state.finished and state.rounds >= plan.max_rounds:
         state = give_up(state)
