@@ -194,7 +194,10 @@ class CommandHardware:
         except (KeyError, ValueError, IndexError, AttributeError) as exc:
             return Reading(None, f"hardware_commands.{key} cannot be filled in: {exc}")
         if self._launcher is not None:
-            argv = self._launcher(target, timeout) + argv
+            try:
+                argv = self._launcher(target, timeout) + argv
+            except ValueError as exc:  # the Slurm launcher's node name outside Slurm's grammar
+                return Reading(None, str(exc))
         finished = _execute(argv, lambda: False, timeout, env=self._env)
         if finished.problem is not None:
             return Reading(None, with_tail(finished.problem, finished.stderr))

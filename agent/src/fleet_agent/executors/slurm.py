@@ -58,6 +58,7 @@ from fleet_agent.executors.tooling import (
     prepare_commands,
     with_tail,
 )
+from fleet_rules.node_gate import slurm_node_name_problem
 
 __all__ = ["FAILURE_STATES", "SlurmExecutor", "SlurmSettings", "job_state", "slurm_binary", "slurm_tool"]
 
@@ -109,10 +110,16 @@ class SlurmSettings:
             isinstance(k, str) and isinstance(v, str) and v for k, v in self.node_names.items()
         ):
             raise ValueError("slurm_node_names: must map fleet hostnames to Slurm node names (strings)")
+        for hostname, node in self.node_names.items():
+            problem = slurm_node_name_problem(node)
+            if problem:
+                raise ValueError(f"slurm_node_names: {hostname}: {problem}")
         try:
-            self.node_name.format(hostname="h")
+            example = self.node_name.format(hostname="h")
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"slurm_node_name: {self.node_name!r} may only use {{hostname}}: {exc}") from exc
+        if slurm_node_name_problem(example):
+            raise ValueError(f"slurm_node_name: {self.node_name!r} makes {slurm_node_name_problem(example)}")
         try:
             shlex.split(self.sbatch_args)
         except ValueError as exc:
@@ -120,8 +127,22 @@ class SlurmSettings:
         return self
 
     def slurm_node(self, hostname: str) -> str:
-        """The Slurm node name of a fleet device (`slurm_node_names`, else the `slurm_node_name` template)."""
+        """The Slurm node name of a fleet device (`slurm_node_names`, else the `slurm_node_name` template),
+        held to Slurm's grammar (`fleet_rules.node_gate.slurm_node_name_problem`): `NotANodeName` otherwise,
+        so that no hostname the service sends is ever written raw into a script or an `scontrol` line."""
+        node = self.mapped_node(hostname)
+        problem = slurm_node_name_problem(node)
+        if problem:
+            raise NotANodeName(f"device {hostname!r}: {problem}")
+        return node
+
+    def mapped_node(self, hostname: str) -> str:
+        """The name the mapping gives, unchecked: for the node gate's plan, which skips a bad one by the same rule."""
         return self.node_names.get(hostname) or self.node_name.format(hostname=hostname)
+
+
+class NotANodeName(ValueError):
+    """A device's Slurm node name is outside Slurm's grammar: its run errors, the gate leaves it alone."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +206,10 @@ class SlurmExecutor:
         if should_stop():
             return errored("interrupted: the agent is stopping (not submitted)", started_at)
 
-        nodes = [self.settings.slurm_node(target.hostname) for target in run.targets]
+        try:
+            nodes = [self.settings.slurm_node(target.hostname) for target in run.targets]
+        except NotANodeName as exc:
+            return errored(str(exc), started_at)
         tag = f"{run.execution_id or uuid.uuid4()}-a{attempt}"
         try:
             self._output_dir.mkdir(parents=True, exist_ok=True)
