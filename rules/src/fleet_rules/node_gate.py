@@ -66,6 +66,8 @@ def slurm_node_name_problem(name: str) -> str | None:
     if SLURM_NODE_NAME.fullmatch(name) is None:
         return f"{name!r} is not a Slurm node name (letters, digits, '.', '_', '-'; at most 64)"
     return None
+
+
 _SPACES = re.compile(r"\s+")
 
 

@@ -34,7 +34,6 @@ shared between the agent host and the compute nodes (Slurm writes the files on t
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shlex
@@ -47,7 +46,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fleet_agent.executors.base import WORKFLOWS, RunLedger, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.base import (
+    WORKFLOWS,
+    RunLedger,
+    Target,
+    TestOutcome,
+    TestRun,
+    errored,
+    read_output_file,
+    utc_now,
+)
 from fleet_agent.executors.command import CommandHardware
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, health_window
 from fleet_agent.executors.tooling import (
@@ -322,8 +330,10 @@ class SlurmExecutor:
         started_at: datetime,
     ) -> TestOutcome:
         finished_at = utc_now()
-        stdout = _read(record.get("stdout"))
-        stderr = _read(record.get("stderr"))
+        stdout, too_large = read_output_file(record.get("stdout"))
+        stderr, _ = read_output_file(record.get("stderr"))
+        if too_large is not None:
+            return errored(f"Slurm job {job_id}: {too_large}", started_at, finished_at)
         if current.state == "COMPLETED" and current.exit_code in ("", "0:0"):
             return outcome_of_output(
                 prepared, str(record.get("program", run.test)), stdout, run, started_at, finished_at
@@ -507,14 +517,6 @@ def _split(value: Any) -> list[str]:
     if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
         return list(value)
     raise ValueError(f"must be a string or a list of strings, got {value!r}")
-
-
-def _read(path: Any) -> str:
-    if not path:
-        return ""
-    with contextlib.suppress(OSError):
-        return Path(str(path)).read_text(errors="replace")
-    return ""
 
 
 def _parse_time(raw: Any) -> datetime | None:
