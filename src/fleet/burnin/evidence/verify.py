@@ -12,7 +12,7 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fleet.burnin.certificates.signing import signature_valid
+from fleet.burnin.certificates.ed25519 import signature_valid
 from fleet_rules import evidence_pack as rules
 
 MAX_MEMBERS = 10_000
