@@ -287,3 +287,26 @@ def test_a_collective_execution_is_reported_only_by_the_satellite_managing_its_t
     assert (refused.status_code, refused.json()["code"]) == (403, "permission_denied"), refused.content
     assert served.status_code == 201, served.content
     assert TestExecution.objects.filter(topology=rack).count() == 1
+
+
+def test_an_execution_of_its_own_device_cannot_be_filed_under_another_satellites_job(world, bearer):
+    """A job's executions end with the job (`executions_abandon`) and count for its diagnosis: a
+    satellite files its executions only under its own jobs."""
+    body = {
+        "requirement": "gpu-diag",
+        "device_id": str(world.devices[OWN].id),
+        "job_id": str(world.jobs[SAME_SITE].id),
+        "status": "running",
+        "metrics": {},
+        "started_at": "2026-11-30T10:00:00Z",
+    }
+    client = bearer(SATELLITE_SCOPES, satellite=world.west)
+
+    refused = client.put(f"/api/v1/burn-in/executions/{uuid4()}/", body, format="json")
+    served = client.put(
+        f"/api/v1/burn-in/executions/{uuid4()}/", body | {"job_id": str(world.jobs[OWN].id)}, format="json"
+    )
+
+    assert (refused.status_code, refused.json()["code"]) == (403, "permission_denied"), refused.content
+    assert served.status_code == 201, served.content
+    assert TestExecution.objects.filter(device=world.devices[OWN]).count() == 1

@@ -21,7 +21,7 @@ from django.utils import timezone
 from fleet.burnin.fingerprints import Observation, fingerprint_observe
 from fleet.burnin.health import fatal_xid_count, fatal_xids_judge
 from fleet.burnin.models import TestExecution
-from fleet.inventory.identity import Actor, ensure_reaches
+from fleet.inventory.identity import Actor, ensure_reaches, reach
 from fleet.inventory.models import Device, Topology
 from fleet.jobs.models import Job
 from fleet.policies.models import Requirement
@@ -159,6 +159,11 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
         device_ids=[target.device.id] if target.device is not None else [],
         topology_ids=[target.topology.id] if target.topology is not None else [],
     )
+    if report.job_id is not None and reach(actor).confined:
+        # ... and files them only under its own jobs (a job's end closes its executions).
+        ensure_reaches(
+            actor, satellite_id=Job.objects.filter(id=report.job_id).values_list("satellite_id", flat=True).first()
+        )
     if report.health is not None and target.device is None:
         raise ValidationError({"health": ["Health evidence belongs to a single device's execution, not a topology's."]})
     if report.inventory is not None and target.device is None:
