@@ -302,7 +302,9 @@ def _execute(
     if problem is not None:
         _stop(process)
     for reader in readers:
-        reader.join(_TERMINATE_GRACE_S)
+        # After a normal exit the output is read to its end (a child may still hold the pipe), within
+        # the command's time; after a stop, within the grace the stop allows.
+        reader.join(_TERMINATE_GRACE_S if problem else max(_TERMINATE_GRACE_S, deadline - time.monotonic()))
     if problem is None and overflow.is_set():
         problem = output_too_large(program)
     stdout, stderr = (reader.text() for reader in readers)
