@@ -15,6 +15,7 @@ from oauth2_provider.models import Application
 from rest_framework.test import APIClient
 
 from tests.builders import FleetBuilder
+from tests.helpers import suite_certificate_key
 from tests.schema_validation import ValidatingAPIClient
 from tests.slurm.cluster import STEP_LOGS, step_summary
 from tests.support import hypothesis_profiles, suite
@@ -66,6 +67,23 @@ def _fast_password_hashing(settings):
     """Client secrets and passwords are hashed like passwords; the slow default hasher would
     dominate the suite's run time without testing anything of ours."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _signing_key(request, settings):
+    """The suite's signing key (`tests.helpers.SUITE_CERTIFICATE_KEY`), published in the test's
+    database when the test has one: signing never mints or publishes a key by itself."""
+    settings.CERTIFICATE_KEY_FILE = str(suite_certificate_key())
+    names = request.fixturenames
+    if "transactional_db" in names:
+        request.getfixturevalue("transactional_db")
+    elif "db" in names:
+        request.getfixturevalue("db")
+    elif request.node.get_closest_marker("django_db") is None:
+        return
+    from fleet.burnin.certificates.signing import signing_key_publish
+
+    signing_key_publish()
 
 
 @pytest.fixture

@@ -43,10 +43,23 @@ def free_port() -> int:
     raise RuntimeError(f"no free port in FLEET_TEST_PORTS={wanted}")
 
 
+#: The suite's certificate signing key, minted once for every test and every process a test starts
+#: (nothing mints one on the side: `fleet keys init`); each test's database publishes it (tests/conftest.py).
+SUITE_CERTIFICATE_KEY = Path(tempfile.gettempdir()) / "fleet-burnin-tests" / "certificate_key.pem"
+
+
+def suite_certificate_key() -> Path:
+    from fleet.burnin.certificates.ed25519 import mint_key_file
+
+    mint_key_file(SUITE_CERTIFICATE_KEY)  # once: never replaces the key already there
+    return SUITE_CERTIFICATE_KEY
+
+
 def fleet_env(**extra: str) -> dict[str, str]:
     env = dict(os.environ)
     env["DATABASE_URL"] = test_database_url()
     env.setdefault("SECRET_KEY", "test-secret-key-not-for-production-use-0123456789")
+    env.setdefault("FLEET_CERTIFICATE_KEY_FILE", str(suite_certificate_key()))
     env.update(extra)
     return env
 

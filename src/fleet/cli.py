@@ -19,7 +19,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Start here", ("demo", "serve", "apply", "export")),
     ("People and machines", ("users", "roles", "client-credentials", "satellite-credentials")),
     ("Burn-in", ("reconcile", "rerun", "isolate")),
-    ("Evidence", ("certificate", "evidence-pack")),
+    ("Evidence", ("certificate", "evidence-pack", "keys")),
 )
 #: Django's commands an operator of this service uses, named under the product's.
 DJANGO_USED = ("migrate", "createsuperuser", "shell", "dbshell", "check")
@@ -36,6 +36,12 @@ def main(argv: list[str] | None = None) -> None:
         from fleet.core import multiprocess
 
         multiprocess.prepare()  # before anything imports prometheus-client
+    if argv[1:3] == ["evidence-pack", "verify"] and not {"-h", "--help"} & set(argv[3:]):
+        _verify_pack(argv[3:])  # with --keys a pure reader that exits here, before Django loads
+    if argv[1:2] in (["serve"], ["demo"], ["runserver"]) and not os.environ.get("SECRET_KEY"):
+        from fleet.core.datadir import data_dir, secret_key_ensure
+
+        secret_key_ensure(data_dir(os.environ))  # before the settings read it (and before any worker)
     if argv[1:] in ([], ["help"], ["--help"], ["-h"]):
         sys.stdout.write(product_help() + "\n")
         return
@@ -50,6 +56,21 @@ def main(argv: list[str] | None = None) -> None:
         if problem is None:
             raise
         fail(problem)
+
+
+def _verify_pack(args: list[str]) -> None:
+    """`fleet evidence-pack verify`: with `--keys`, the offline reader (no settings, no database,
+    nothing written); without, the keys come from the database DATABASE_URL names — never from an
+    embedded PostgreSQL started for it — else one line saying what to give."""
+    from fleet.burnin.evidence import offline
+
+    if offline.names_keys(args):
+        raise SystemExit(offline.main(args))
+    if not os.environ.get("DATABASE_URL"):
+        fail(
+            "no keys to verify with: give --keys (the service's /api/v1/certificates/keys/ URL, or a file "
+            "holding its JSON), or set DATABASE_URL to read the keys the service published"
+        )
 
 
 def product_help(program: str = "fleet") -> str:

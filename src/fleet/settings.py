@@ -14,6 +14,7 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from django.core.management.utils import get_random_secret_key
 
+from fleet.core.datadir import data_dir, secret_key_read
 from fleet.core.error_schema import ERROR_COMPONENTS
 from fleet.core.logs import log_format
 from fleet_rules.vocabulary import (
@@ -48,7 +49,8 @@ def _env_float(name: str, default: float) -> float:
     return default if raw in (None, "") else float(raw)
 
 
-DATA_DIR = Path(os.environ.get("FLEET_DATA_DIR", ".fleet")).resolve()
+#: Absolute, resolved once: FLEET_DATA_DIR, else the checkout's `.fleet` (never the current directory).
+DATA_DIR = data_dir(os.environ)
 
 #: Set by the `fleet` command before Django starts: `server` for `fleet serve` (request-serving
 #: processes: pooled connections, the API's database timeouts), `command` for every other
@@ -57,21 +59,10 @@ DATA_DIR = Path(os.environ.get("FLEET_DATA_DIR", ".fleet")).resolve()
 PROCESS_ROLE = os.environ.get("FLEET_PROCESS_ROLE", "api")
 
 DEBUG = _env_bool("DEBUG", False)
-_secret = os.environ.get("SECRET_KEY")
-if not _secret:
-    # A stable key per data folder keeps sessions and signed cursors valid across restarts
-    # without asking a first-time user to invent one.
-    _key_file = DATA_DIR / "secret_key"
-    if _key_file.exists():
-        _secret = _key_file.read_text().strip()
-    else:
-        _secret = get_random_secret_key()
-        try:
-            DATA_DIR.mkdir(parents=True, exist_ok=True)
-            _key_file.write_text(_secret)
-            _key_file.chmod(0o600)
-        except OSError:
-            pass
+# A stable key per data folder keeps sessions and signed cursors valid across restarts without
+# asking a first-time user to invent one; `fleet serve` and `fleet demo` keep one there
+# (`secret_key_ensure`). Loading the settings never writes: without either, this process's own.
+_secret = os.environ.get("SECRET_KEY") or secret_key_read(DATA_DIR) or get_random_secret_key()
 SECRET_KEY = _secret
 ALLOWED_HOSTS = [
     h.strip() for h in os.environ.get("ALLOWED_HOSTS", "localhost,127.0.0.1,[::1],testserver").split(",") if h.strip()
@@ -454,9 +445,14 @@ FLEET = {
     "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 10_000),
 }
 
-#: The Ed25519 private key (PEM, PKCS#8) that signs acceptance certificates; generated once in the
-#: data folder when unset. Rotate by pointing this at a new key: the old public keys stay published.
-CERTIFICATE_KEY_FILE = os.environ.get("FLEET_CERTIFICATE_KEY_FILE") or str(DATA_DIR / "certificate_key.pem")
+#: The Ed25519 private key (PEM, PKCS#8) that signs acceptance certificates and evidence packs, as an
+#: absolute path resolved here once. Minted only by `fleet keys init` (or the demo), and it signs only
+#: once published (`fleet keys publish` after pointing this at a new key: the old ones stay published).
+CERTIFICATE_KEY_FILE = str(
+    Path(os.environ["FLEET_CERTIFICATE_KEY_FILE"]).resolve()
+    if os.environ.get("FLEET_CERTIFICATE_KEY_FILE")
+    else DATA_DIR / "certificate_key.pem"
+)
 
 # --- Monitoring (fleet.core.metrics, fleet.core.probes; docs/operations.md, "Monitoring") -------------
 #: Who may scrape /metrics without a token: addresses or networks (FLEET_METRICS_ALLOW, comma-separated).

@@ -164,21 +164,24 @@ def test_export_writes_every_valid_certificate_of_a_site_as_a_verifiable_file(ce
 
 def test_a_rotated_key_keeps_the_old_certificates_verifiable(fleet, settings, tmp_path, viewer):
     from fleet.burnin.certificates import signing
+    from fleet.burnin.certificates.ed25519 import read_private_key
 
     site = fleet.site("rot-1")
     satellite = fleet.satellite(site, "sat-a")
     diag = fleet.requirement(fleet.policy(RC), "gpu-diag")
     devices = [fleet.device(satellite, RC, hostname=f"r{i}") for i in range(2)]
     settings.CERTIFICATE_KEY_FILE = str(tmp_path / "old.pem")
+    signing.signing_key_init()
     evaluate_now(fleet.execution(diag, device=devices[0], metrics=GOOD))
     sweep(satellite)
-    settings.CERTIFICATE_KEY_FILE = str(tmp_path / "new.pem")
+    settings.CERTIFICATE_KEY_FILE = str(tmp_path / "new.pem")  # a rotation: `fleet keys init` again
+    signing.signing_key_init()
     evaluate_now(fleet.execution(diag, device=devices[1], metrics=GOOD))
     sweep(satellite)
     assert (tmp_path / "old.pem").stat().st_mode & 0o777 == 0o600
     old, new = current(devices[0]), current(devices[1])
     assert old.key_id != new.key_id
-    assert old.key_id == signing.key_id(signing.public_raw(signing._read_or_create(tmp_path / "old.pem")))
+    assert old.key_id == signing.key_id(signing.public_raw(read_private_key(tmp_path / "old.pem")))
 
     keys = viewer.get("/api/v1/certificates/keys/").json()
     assert {old.key_id, new.key_id} <= {k["key_id"] for k in keys["keys"]}

@@ -174,6 +174,21 @@ def test_a_nul_in_an_inventory_is_refused(bearer, setting):
     assert not FingerprintSnapshot.objects.exists()
 
 
+def test_a_nul_in_a_gpu_serial_is_a_400_naming_the_field(bearer, setting):
+    """Issue 42 (7): the refusal was right but named no field, unlike every other bad value."""
+    *_, device, _, _ = setting
+    value = inventory()
+    value["gpus"][2]["serial"] = "1652\x000200"
+    response = bearer(["test-execution:report"]).put(
+        URL.format(uuid.uuid4()), body(device, inventory=value), format="json"
+    )
+    assert response.status_code == 400, response.content
+    assert response.json()["field_errors"] == [
+        {"field": "inventory.gpus.2.serial", "messages": ["NUL characters are not allowed."]}
+    ], response.json()
+    assert not TestExecution.objects.exists() and not FingerprintSnapshot.objects.exists()
+
+
 def test_a_topology_execution_with_an_inventory_is_refused(bearer, setting):
     _, _, rack, device, policy, _ = setting
     from tests.builders import FleetBuilder

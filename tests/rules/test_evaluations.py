@@ -18,7 +18,7 @@ KEY, OTHER_KEY = "a" * 64, "b" * 64
 
 
 def facts(status="completed", updated_at=T1, within=True, key=KEY):
-    return ExecutionFacts(status=status, updated_at=updated_at, within_caller_site=within, current_key=key)
+    return ExecutionFacts(status=status, updated_at=updated_at, within_reach=within, current_key=key)
 
 
 def item(payload=None, key=KEY, at=T1):

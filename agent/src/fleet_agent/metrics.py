@@ -51,7 +51,7 @@ NODE_GATE_CHANGES = Counter(
 NODE_GATE_LEFT_ALONE = Gauge(
     "fleet_agent_node_gate_left_alone",
     "Nodes the last gate sweep left as they are although their device's state asks for a change, by why "
-    "(foreign_reason, foreign_reservation, not_in_slurm).",
+    "(foreign_reason, foreign_reservation, not_in_slurm, not_a_node_name).",
     ["why"],
     registry=REGISTRY,
 )

@@ -250,7 +250,8 @@ def gate_devices(states: Sequence[Mapping[str, Any]], settings: SlurmSettings) -
             logger.warning("node gate: device %s has state %r, unknown to this agent: left alone", item, item["state"])
             continue
         hostname = str(item["hostname"])
-        devices.append(GatedDevice(hostname, settings.slurm_node(hostname), state, str(item.get("why") or "")))
+        # unchecked here: the plan leaves a name outside Slurm's grammar alone (`slurm_node_name_problem`)
+        devices.append(GatedDevice(hostname, settings.mapped_node(hostname), state, str(item.get("why") or "")))
     return devices
 
 

@@ -28,7 +28,7 @@ class ResultItem:
 class ExecutionFacts:
     status: str
     updated_at: datetime
-    within_caller_site: bool
+    within_reach: bool  # the caller may judge it (a satellite: an execution of what it serves)
     current_key: str
 
 
@@ -62,7 +62,7 @@ def contradicts_itself(payload: Mapping[str, Any]) -> bool:
 
 
 def classify(item: ResultItem, execution: ExecutionFacts | None, stored: StoredResult | None) -> EvaluationOutcome:
-    if execution is None or not execution.within_caller_site:
+    if execution is None or not execution.within_reach:
         return EvaluationOutcome.INVALID
     if execution.status == ExecutionStatus.RUNNING or contradicts_itself(item.payload):
         return EvaluationOutcome.INVALID

@@ -35,6 +35,14 @@ MANIFEST = "manifest.json"
 SIGNATURE = "manifest.sig"
 EXECUTIONS_DIR = "executions/"
 ALGORITHM = "Ed25519"
+#: What a verifier inflates at most, counted as the bytes come out (never from the archive's headers):
+#: one member (an execution file holds one report, and a report's body is at most 10 MiB,
+#: `FLEET_MAX_BODY_BYTES`; its JSON as the API serialises it stays under twice that) and the whole
+#: pack (the manifest, the signature and `Limits`' executions: a real pack is a few MiB). A zip
+#: bomb stops at these, read in `READ_CHUNK_BYTES` pieces.
+MAX_MEMBER_BYTES = 32 * 1024 * 1024
+MAX_PACK_BYTES = 256 * 1024 * 1024
+READ_CHUNK_BYTES = 1024 * 1024
 #: Integers an RFC 8785 document holds exactly (IEEE doubles); larger ones are written as strings.
 _SAFE_INTEGER = 2**53 - 1
 _UNSAFE_NAME = re.compile(r"[^A-Za-z0-9._-]+")

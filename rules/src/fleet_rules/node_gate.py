@@ -39,6 +39,7 @@ __all__ = [
     "drain_reason",
     "gate_plan",
     "is_gate_reason",
+    "slurm_node_name_problem",
 ]
 
 #: Every reason the gate writes starts with this; a reason that does not is someone else's.
@@ -52,6 +53,21 @@ PRODUCTION_STATES: frozenset[DeviceState] = frozenset({DeviceState.IN_SERVICE})
 DRAINED_STATES: frozenset[DeviceState] = frozenset({DeviceState.NEEDS_REPAIR, DeviceState.DECOMMISSIONED})
 
 _UNSAFE = re.compile(r"[^\x20-\x7e]|[\[\]\"'`\\]")
+
+#: Slurm's node names as its own tools take them (a host name: letters, digits, `.`, `_`, `-`, not
+#: starting with `-` or `.`, at most 64). Anything else — a newline, a space, a shell or hostlist
+#: character (`;`, `$`, `,`, `[`) — would change what a batch script or an `scontrol` line means.
+SLURM_NODE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,63}")
+
+
+def slurm_node_name_problem(name: str) -> str | None:
+    """Why `name` cannot be written as a Slurm node name, or None: the one rule the Slurm executor
+    (scripts, `--nodelist`) and the node gate (`scontrol`) both hold a name to."""
+    if SLURM_NODE_NAME.fullmatch(name) is None:
+        return f"{name!r} is not a Slurm node name (letters, digits, '.', '_', '-'; at most 64)"
+    return None
+
+
 _SPACES = re.compile(r"\s+")
 
 
@@ -171,6 +187,9 @@ def gate_plan(devices: Iterable[GatedDevice], nodes: Mapping[str, NodeView], res
         def skip(why: NodeGateSkip, detail: str = "", d: GatedDevice = device) -> GateSkipped:
             return GateSkipped(why, d.node, d.hostname, d.state, detail)
 
+        if slurm_node_name_problem(name) is not None:
+            skipped.append(skip(NodeGateSkip.NOT_A_NODE_NAME, slurm_node_name_problem(name) or ""))
+            continue
         if view is None:
             skipped.append(skip(NodeGateSkip.NOT_IN_SLURM))
             continue

@@ -70,6 +70,7 @@ class NodeGateSkip(Vocabulary):
     FOREIGN_REASON = "foreign_reason"  # drained (or down) by someone else: never resumed or re-reasoned
     FOREIGN_RESERVATION = "foreign_reservation"  # in someone else's reservation: never released or taken over
     NOT_IN_SLURM = "not_in_slurm"  # the scheduler has no node of that name
+    NOT_A_NODE_NAME = "not_a_node_name"  # the name is outside Slurm's grammar (never written to scontrol)
 
 
 class Mover(Vocabulary):

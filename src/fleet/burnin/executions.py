@@ -21,7 +21,7 @@ from django.utils import timezone
 from fleet.burnin.fingerprints import Observation, fingerprint_observe
 from fleet.burnin.health import fatal_xid_count, fatal_xids_judge
 from fleet.burnin.models import TestExecution
-from fleet.inventory.identity import Actor, ensure_site_allowed
+from fleet.inventory.identity import Actor, ensure_reaches, reach
 from fleet.inventory.models import Device, Topology
 from fleet.jobs.models import Job
 from fleet.policies.models import Requirement
@@ -152,8 +152,18 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
     """Create the execution, or apply the report's changes to it (a replay changes nothing), and
     record the device's fingerprint when the report carries one (`burnin.fingerprints`)."""
     target = _target(report)
-    site_id = target.site_id
-    ensure_site_allowed(actor, site_id)
+    # The execution, its evaluation, the fingerprint and health evidence it carries (hence a
+    # certificate or a lifecycle move): a satellite writes them only for what it serves.
+    ensure_reaches(
+        actor,
+        device_ids=[target.device.id] if target.device is not None else [],
+        topology_ids=[target.topology.id] if target.topology is not None else [],
+    )
+    if report.job_id is not None and reach(actor).confined:
+        # ... and files them only under its own jobs (a job's end closes its executions).
+        ensure_reaches(
+            actor, satellite_id=Job.objects.filter(id=report.job_id).values_list("satellite_id", flat=True).first()
+        )
     if report.health is not None and target.device is None:
         raise ValidationError({"health": ["Health evidence belongs to a single device's execution, not a topology's."]})
     if report.inventory is not None and target.device is None:

@@ -28,7 +28,7 @@ from fleet.burnin.models import AcceptanceCertificate, FingerprintSnapshot
 from fleet.burnin.supersession import Supersession, certificates_supersede
 from fleet.core.exceptions import NotFoundError
 from fleet.core.locks import lock_keys_in_pk_order
-from fleet.inventory.identity import Actor, site_restriction
+from fleet.inventory.identity import Actor, ensure_reaches, restrict
 from fleet.inventory.models import Device, Satellite
 from fleet_rules import fingerprint as rules
 from fleet_rules.vocabulary import SupersedeReason
@@ -203,19 +203,21 @@ class SweptDevice:
 
 @transaction.atomic
 def satellite_fingerprints_report(
-    *, satellite: Satellite, devices: Sequence[Mapping[str, Any]], now: datetime
+    *, satellite: Satellite, devices: Sequence[Mapping[str, Any]], now: datetime, actor: Actor
 ) -> list[SweptDevice]:
     """A satellite's inventory sweep: `devices` (validated `{hostname, inventory}`, hostnames
-    distinct) must all be the satellite's own, else a 400 naming each stranger and nothing written."""
+    distinct) must all be devices of its site (else a 400 naming each unknown one) that the caller
+    serves (else a 403, `ensure_reaches`); nothing is written unless all are."""
     hostnames = [str(item["hostname"]) for item in devices]
-    known = dict(Device.objects.filter(satellite=satellite, hostname__in=hostnames).values_list("hostname", "id"))
+    known = dict(Device.objects.filter(site_id=satellite.site_id, hostname__in=hostnames).values_list("hostname", "id"))
     strangers = {
-        f"devices.{i}.hostname": [f"No device {hostname!r} managed by satellite {satellite.name}."]
+        f"devices.{i}.hostname": [f"No device {hostname!r} at site {satellite.site.slug}."]
         for i, hostname in enumerate(hostnames)
         if hostname not in known
     }
     if strangers:
         raise ValidationError(strangers)
+    ensure_reaches(actor, device_ids=known.values())
     observed = fingerprints_observe(
         [Observation.of(known[str(item["hostname"])], item["inventory"]) for item in devices], now=now
     )
@@ -275,11 +277,7 @@ def fingerprint_history(device_id: UUID, *, limit: int = HISTORY_LIMIT) -> Finge
 def device_fingerprints(*, device_id: UUID, actor: Actor) -> FingerprintHistory:
     """The API's read: a device by id as the devices API finds it (another site's satellite client
     finds none: a 404), and its fingerprint history."""
-    restricted = site_restriction(actor)
-    found = Device.objects.filter(id=device_id)
-    if restricted is not None:
-        found = found.filter(site_id=restricted)
-    if not found.exists():
+    if not restrict(Device.objects.filter(id=device_id), actor).exists():
         raise NotFoundError(f"No device {device_id}.")
     return fingerprint_history(device_id)
 

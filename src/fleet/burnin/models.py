@@ -351,8 +351,8 @@ class DeviceDiagnosis(models.Model):
 
 
 class CertificateKey(models.Model):
-    """An Ed25519 public key that signed certificates. Recorded the first time a key signs, and
-    never removed: after a rotation the old certificates still verify against the published keys."""
+    """A published Ed25519 public key (`fleet keys init` / `fleet keys publish`): only a published key signs. Never
+    removed: after a rotation the old certificates still verify against the published keys."""
 
     key_id = models.CharField(
         max_length=32, primary_key=True, help_text="First 16 bytes of SHA-256 of the raw key, hex."

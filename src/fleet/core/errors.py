@@ -143,7 +143,8 @@ def _error_response(exc: Exception) -> Response:
                 (c for cls, c in _DRF_CODES.items() if isinstance(exc, cls)),
                 ErrorCode.ERROR if exc.status_code >= 500 else ErrorCode.INVALID,
             )
-            body = error_body(_plain_detail(exc.detail), code)
+            fields = [{"field": f, "messages": m} for f, m in getattr(exc, "field_errors", {}).items()]
+            body = error_body(_plain_detail(exc.detail), code, fields)
         return Response(body, status=exc.status_code, headers=headers)
 
     if _is_database_unavailable(exc):

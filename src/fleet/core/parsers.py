@@ -141,5 +141,16 @@ class StorableJSONParser(JSONParser):
             raise ParseError(f"JSON parse error - {exc}") from exc
         problem = storable_json_problem(data) if may_be_unstorable(text, outside=outside) else None
         if problem:
-            raise ParseError(f"JSON parse error - {problem}")
+            raise UnstorableValue(problem)
         return data
+
+
+class UnstorableValue(ParseError):
+    """Well-formed JSON holding a value PostgreSQL cannot store: a parse error that names the
+    field, as every other refused value does (`field_errors`)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"JSON parse error - {problem}")
+        path, _, message = problem.partition(": ")
+        field = path.removesuffix(" (a key)")
+        self.field_errors = {} if field == "body" else {field: [f"{message}."]}

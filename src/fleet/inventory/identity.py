@@ -8,21 +8,22 @@ person's automation. Every other client — e.g. one whose satellite was deleted
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 from uuid import UUID
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Model
+from django.db.models import Model, Q, QuerySet
 from oauth2_provider.models import AbstractAccessToken, AbstractApplication
 from oauth2_provider.scopes import SettingsScopes
 from oauth2_provider.settings import oauth2_settings
 
 from fleet.core.exceptions import PermissionDeniedError
 from fleet.core.permissions import scope_usable
-from fleet.inventory.models import OperatorCredential, Satellite, SatelliteCredential
-from fleet_rules.vocabulary import Mover, Vocabulary
+from fleet.inventory.models import Device, OperatorCredential, Satellite, SatelliteCredential, Topology
+from fleet_rules.vocabulary import DeviceState, Mover, Vocabulary
 
 #: What a satellite's agent needs; operators' own clients may also hold `job:create`.
 SATELLITE_SCOPES = (
@@ -147,38 +148,120 @@ def caller_satellite(actor: Actor) -> Satellite | None:
     return actor.satellite if isinstance(actor, ClientPrincipal) else None
 
 
-def site_restriction(actor: Actor) -> UUID | None:
-    """The only site a caller may act on, or None when it is not confined to one site."""
+# --- reach: which sites and devices a principal may see and write ------------------------------
+#
+# The one authorization rule over sites and devices (NetBox's `RestrictedQuerySet.restrict`): every
+# view, selector and satellite write asks it here, and `tests/inventory/test_one_reach.py` fails on
+# a module that compares a caller's site or satellite by hand. People (and their operator clients)
+# reach every site, within their permissions; a satellite's client sees its own site and writes
+# only what it serves: the devices it manages that are not decommissioned, the topologies it
+# manages, its own jobs and scopes.
+
+
+@dataclass(frozen=True)
+class Reach:
+    """What one principal may see and write; `site_id`/`satellite_id` None: not confined."""
+
+    site_id: UUID | None = None
+    satellite_id: UUID | None = None
+
+    @property
+    def confined(self) -> bool:
+        return self.site_id is not None
+
+    def sees_site(self, site_id: UUID) -> bool:
+        return self.site_id is None or self.site_id == site_id
+
+    def writes_for(self, satellite_id: UUID | None, *, state: str | None = None) -> bool:
+        """May this principal write evidence for what `satellite_id` serves (a device in `state`,
+        or a topology or job when None)? A decommissioned device is served by no satellite."""
+        if self.satellite_id is None:
+            return True
+        return satellite_id == self.satellite_id and state != DeviceState.DECOMMISSIONED
+
+
+def reach(actor: Actor) -> Reach:
+    """The principal's reach (no query: a satellite's client carries its satellite)."""
     satellite = caller_satellite(actor)
-    return satellite.site_id if satellite is not None else None
+    return Reach(satellite.site_id, satellite.id) if satellite is not None else Reach()
+
+
+_Q = TypeVar("_Q", bound=QuerySet[Any])
+
+
+def restrict(queryset: _Q, actor: Actor, *, site_lookup: str = "site_id", shared: bool = False) -> _Q:
+    """Rows of `queryset` the principal may see: a satellite's client its own site's only
+    (`site_lookup` is the path from a row to its site's id; `shared`: rows of no site, such as
+    default thresholds, are everyone's)."""
+    site_id = reach(actor).site_id
+    if site_id is None:
+        return queryset
+    own = Q(**{site_lookup: site_id})
+    return queryset.filter(own | Q(**{f"{site_lookup}__isnull": True}) if shared else own)
+
+
+def ensure_site_allowed(actor: Actor, site_id: UUID) -> None:
+    """A satellite-bound client may act only on its own site (403 otherwise)."""
+    if not reach(actor).sees_site(site_id):
+        raise PermissionDeniedError("This client is bound to another site.")
 
 
 def ensure_acts_as_satellite(actor: Actor, satellite: Satellite) -> None:
     """A satellite-bound client may act only as its own satellite (403 otherwise)."""
-    own = caller_satellite(actor)
-    if own is not None and own.id != satellite.id:
-        raise PermissionDeniedError(f"This client is bound to satellite {own}; it cannot act as {satellite}.")
+    if not reach(actor).writes_for(satellite.id):
+        raise PermissionDeniedError(
+            f"This client is bound to satellite {caller_satellite(actor)}; it cannot act as {satellite}."
+        )
 
 
-def ensure_not_satellite(actor: Actor) -> None:
-    """Operations on a device's lifecycle are people's (and their clients'): a satellite reports
-    evidence, it never moves devices (403)."""
-    if caller_satellite(actor) is not None:
-        raise PermissionDeniedError("A satellite's client cannot read or change device lifecycles.")
+def ensure_reaches(
+    actor: Actor,
+    *,
+    device_ids: Iterable[UUID] = (),
+    topology_ids: Iterable[UUID] = (),
+    satellite_id: UUID | None = None,
+) -> None:
+    """A satellite writes only what it serves: each device (one query) must be one it manages and
+    not decommissioned, each topology (one query) one it manages, `satellite_id` (a job's, say) its
+    own; else a 403 naming what it does not serve. People and operator clients: no query."""
+    where = reach(actor)
+    if where.satellite_id is None:
+        return
+    refused: list[str] = []
+    if satellite_id is not None and not where.writes_for(satellite_id):
+        raise PermissionDeniedError("This belongs to another satellite; a satellite writes only its own.")
+    devices = sorted(set(device_ids))
+    if devices:
+        rows = Device.objects.filter(id__in=devices).values_list("hostname", "satellite_id", "state")
+        refused += [
+            f"device {hostname} ({'decommissioned' if state == DeviceState.DECOMMISSIONED else 'another satellite'})"
+            for hostname, serving, state in rows
+            if not where.writes_for(serving, state=state)
+        ]
+    topologies = sorted(set(topology_ids))
+    if topologies:
+        rows_t = Topology.objects.filter(id__in=topologies).values_list("label", "satellite_id")
+        refused += [f"topology {label}" for label, serving in rows_t if not where.writes_for(serving)]
+    if refused:
+        raise PermissionDeniedError(
+            f"This satellite does not serve {', '.join(sorted(refused))}: a satellite writes only its own devices."
+        )
+
+
+def ensure_not_satellite(
+    actor: Actor, why: str = "A satellite's client cannot read or change device lifecycles."
+) -> None:
+    """Operations on a device's lifecycle (and its evidence pack) are people's and their clients':
+    a satellite reports evidence, it never moves devices (403)."""
+    if reach(actor).confined:
+        raise PermissionDeniedError(why)
 
 
 def ensure_satellite_client(actor: Actor) -> None:
     """Operations made for an agent (its node gate's reads) are satellites' only: a person or an
     operator client is refused (403)."""
-    if caller_satellite(actor) is None:
+    if not reach(actor).confined:
         raise PermissionDeniedError("This operation is for a satellite's agent; people read the device pages.")
-
-
-def ensure_site_allowed(actor: Actor, site_id: UUID) -> None:
-    """A satellite-bound client may act only on its own site (403 otherwise)."""
-    restricted = site_restriction(actor)
-    if restricted is not None and restricted != site_id:
-        raise PermissionDeniedError("This client is bound to another site.")
 
 
 # --- which scopes a client may hold ---------------------------------------------------------------

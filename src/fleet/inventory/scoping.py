@@ -11,7 +11,7 @@ from django.db.models import QuerySet
 from rest_framework import viewsets
 from rest_framework.request import Request
 
-from fleet.inventory.identity import site_restriction
+from fleet.inventory.identity import restrict
 
 
 class SiteScopedQuerysetMixin:
@@ -23,10 +23,7 @@ class SiteScopedQuerysetMixin:
     def get_queryset(self) -> QuerySet[Any]:
         queryset: QuerySet[Any] = super().get_queryset()  # type: ignore[misc]
         request: Request = self.request  # type: ignore[attr-defined]
-        restricted = site_restriction(request.user)
-        if restricted is not None:
-            queryset = queryset.filter(**{self.site_lookup: restricted})
-        return queryset
+        return restrict(queryset, request.user, site_lookup=self.site_lookup)
 
 
 class SiteScopedReadViewSet(SiteScopedQuerysetMixin, viewsets.ReadOnlyModelViewSet):

@@ -20,10 +20,11 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from fleet.core.exceptions import Conflict, NotFoundError, PermissionDeniedError
+from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.rows import id_text, ids_sql, recordset, text_or_none
 from fleet.core.statements import NoRow, Statement
+from fleet.inventory.identity import Actor, ensure_reaches
 from fleet.inventory.models import Device, Satellite
 from fleet.jobs.models import ONE_ACTIVE_JOB_PER_DEVICE, Job, JobDevice
 from fleet_rules.eligibility import is_burn_in_eligible
@@ -289,19 +290,18 @@ def jobs_claim(*, satellite: Satellite, capacity: int) -> list[Job]:
     return claimed
 
 
-def _locked_job(job_id: UUID, satellite_id: UUID | None = None) -> Job:
+def _locked_job(job_id: UUID, actor: Actor = None) -> Job:
     """The job, row-locked; 404 when it does not exist, 403 when it is another satellite's."""
     job = Job.objects.select_for_update().filter(id=job_id).first()
     if job is None:
         raise NotFoundError(f"No job {job_id}.")
-    if satellite_id is not None and job.satellite_id != satellite_id:
-        raise PermissionDeniedError("This job belongs to another satellite.")
+    ensure_reaches(actor, satellite_id=job.satellite_id)
     return job
 
 
 @transaction.atomic
-def _heartbeat(job_id: UUID, satellite_id: UUID | None) -> Job:
-    job = _locked_job(job_id, satellite_id)
+def _heartbeat(job_id: UUID, actor: Actor) -> Job:
+    job = _locked_job(job_id, actor)
     now = timezone.now()
     if job.status != JobStatus.RUNNING:
         return job
@@ -316,11 +316,11 @@ def _heartbeat(job_id: UUID, satellite_id: UUID | None) -> Job:
     return job
 
 
-def job_heartbeat(*, job_id: UUID, satellite_id: UUID | None = None) -> Job:
+def job_heartbeat(*, job_id: UUID, actor: Actor = None) -> Job:
     """Extend a running job's lease. A job that no longer runs — finished, cancelled, or failed
     because its lease had already run out (committed before answering, so its devices may be
     planned again) — is a 409: the agent must stop working on it."""
-    job = _heartbeat(job_id, satellite_id)
+    job = _heartbeat(job_id, actor)
     if job.status != JobStatus.RUNNING:
         raise JobNotRunning(f"Job {job.id} is {job.status} ({job.failure_reason or 'no reason'}); stop working on it.")
     return job
@@ -337,10 +337,10 @@ def _end(job: Job, target: JobStatus, *, retry_is_noop: bool, failure_reason: st
 
 
 @transaction.atomic
-def job_finish(*, job_id: UUID, outcome: JobStatus, reason: str = "", satellite_id: UUID | None = None) -> Job:
+def job_finish(*, job_id: UUID, outcome: JobStatus, reason: str = "", actor: Actor = None) -> Job:
     """An agent ends its job and releases its devices. Repeating the same outcome is a no-op (a
     lost answer retried); a different outcome for a job that already ended is a 409."""
-    job = _locked_job(job_id, satellite_id)
+    job = _locked_job(job_id, actor)
     why = f"the job ended ({outcome}) before the execution finished"
     return _end(job, outcome, retry_is_noop=True, failure_reason=reason, why=why)
 

@@ -135,3 +135,30 @@ def errored(message: str, started_at: datetime, finished_at: datetime | None = N
         started_at=started_at,
         finished_at=finished_at or utc_now(),
     )
+
+
+#: The most the agent reads of what one command prints (each of stdout and stderr) or of a Slurm job's
+#: output file. Real tools print far less (`nvidia-smi -q -x` of 8 GPUs: about 200 kB; a DCGM diag's JSON
+#: under 1 MB); a tool that prints more is stopped and its run errors, so a hostile or broken machine under
+#: test cannot make the agent hold its output (1.4 GB made a 1 GiB agent die with `MemoryError`).
+MAX_OUTPUT_BYTES = 32 * 1024 * 1024
+
+
+def output_too_large(what: str) -> str:
+    """The one reason a run or a reading gives when `what` printed past `MAX_OUTPUT_BYTES`."""
+    return f"{what}: output larger than {MAX_OUTPUT_BYTES // (1024 * 1024)} MB (MAX_OUTPUT_BYTES); not read"
+
+
+def read_output_file(path: Any) -> tuple[str, str | None]:
+    """A job's output file as text (missing or unreadable: empty), or ("", why) when it is larger than
+    `MAX_OUTPUT_BYTES`: never more than the cap is read."""
+    if not path:
+        return "", None
+    try:
+        with open(str(path), "rb") as file:
+            data = file.read(MAX_OUTPUT_BYTES + 1)
+    except OSError:
+        return "", None
+    if len(data) > MAX_OUTPUT_BYTES:
+        return "", output_too_large(str(path))
+    return data.decode(errors="replace"), None

@@ -22,13 +22,23 @@ import os
 import shlex
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import IO, Any
 
-from fleet_agent.executors.base import WORKFLOWS, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.base import (
+    MAX_OUTPUT_BYTES,
+    WORKFLOWS,
+    Target,
+    TestOutcome,
+    TestRun,
+    errored,
+    output_too_large,
+    utc_now,
+)
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, Phase, Reading, health_window
 from fleet_agent.executors.tooling import (
     CommandSpec,
@@ -59,6 +69,7 @@ HARDWARE_COMMAND_KEYS: tuple[str, ...] = (
 _HARDWARE_TIMEOUT_S = 120.0
 
 _POLL_S = 0.1
+_READ_CHUNK = 1024 * 1024
 _TERMINATE_GRACE_S = 2.0
 
 
@@ -194,7 +205,10 @@ class CommandHardware:
         except (KeyError, ValueError, IndexError, AttributeError) as exc:
             return Reading(None, f"hardware_commands.{key} cannot be filled in: {exc}")
         if self._launcher is not None:
-            argv = self._launcher(target, timeout) + argv
+            try:
+                argv = self._launcher(target, timeout) + argv
+            except ValueError as exc:  # the Slurm launcher's node name outside Slurm's grammar
+                return Reading(None, str(exc))
         finished = _execute(argv, lambda: False, timeout, env=self._env)
         if finished.problem is not None:
             return Reading(None, with_tail(finished.problem, finished.stderr))
@@ -249,7 +263,9 @@ def _iso(moment: datetime | None) -> str:
 def _execute(
     argv: list[str], should_stop: Callable[[], bool], timeout_s: float, env: Mapping[str, str] | None = None
 ) -> _Finished:
-    """Run `argv` in its own process group until it ends, `should_stop` turns true, or `timeout_s` passes."""
+    """Run `argv` in its own process group until it ends, `should_stop` turns true, `timeout_s` passes, or
+    it prints more than `MAX_OUTPUT_BYTES` on stdout or stderr (each read by a thread of its own, in
+    chunks, never kept past the cap)."""
     program = argv[0]
     try:
         process = subprocess.Popen(
@@ -258,8 +274,6 @@ def _execute(
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
-            text=True,
-            errors="replace",
             start_new_session=True,
         )
     except FileNotFoundError:
@@ -269,32 +283,65 @@ def _execute(
     except OSError as exc:
         return _Finished(None, "", "", f"could not start {program}: {exc.strerror or exc}")
 
+    assert process.stdout is not None and process.stderr is not None  # both piped above
+    overflow = threading.Event()
+    readers = [_BoundedReader(process.stdout, overflow), _BoundedReader(process.stderr, overflow)]
     deadline = time.monotonic() + timeout_s
-    while True:
+    problem: str | None = None
+    while problem is None:
         try:
-            stdout, stderr = process.communicate(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
-            return _Finished(process.returncode, stdout or "", stderr or "")
+            process.wait(timeout=max(0.0, min(_POLL_S, deadline - time.monotonic())))
+            break
         except subprocess.TimeoutExpired:
-            if should_stop():
-                stdout, stderr = _stop(process)
-                return _Finished(None, stdout, stderr, f"interrupted: the agent is stopping ({program} ended)")
-            if time.monotonic() >= deadline:
-                stdout, stderr = _stop(process)
-                return _Finished(None, stdout, stderr, f"{program} timed out after {timeout_s:g} s")
+            if overflow.is_set():
+                problem = output_too_large(program)
+            elif should_stop():
+                problem = f"interrupted: the agent is stopping ({program} ended)"
+            elif time.monotonic() >= deadline:
+                problem = f"{program} timed out after {timeout_s:g} s"
+    if problem is not None:
+        _stop(process)
+    for reader in readers:
+        reader.join(_TERMINATE_GRACE_S)
+    if problem is None and overflow.is_set():
+        problem = output_too_large(program)
+    stdout, stderr = (reader.text() for reader in readers)
+    return _Finished(None if problem else process.returncode, stdout, stderr, problem)
 
 
-def _stop(process: subprocess.Popen[str]) -> tuple[str, str]:
+class _BoundedReader(threading.Thread):
+    """Reads one of a tool's pipes to its end, keeping at most `MAX_OUTPUT_BYTES`; past it, it keeps
+    nothing and only drains (the tool never blocks on a full pipe) and sets `overflow`."""
+
+    def __init__(self, stream: IO[bytes], overflow: threading.Event) -> None:
+        super().__init__(daemon=True)
+        self._stream, self._overflow = stream, overflow
+        self._chunks: list[bytes] = []
+        self._size = 0
+        self.start()
+
+    def run(self) -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while chunk := self._stream.read1(_READ_CHUNK):  # type: ignore[attr-defined]
+                self._size += len(chunk)
+                if self._size > MAX_OUTPUT_BYTES:
+                    self._overflow.set()
+                    self._chunks.clear()
+                else:
+                    self._chunks.append(chunk)
+
+    def text(self) -> str:
+        return "" if self._size > MAX_OUTPUT_BYTES else b"".join(self._chunks).decode(errors="replace")
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
     """End the tool and everything it started: SIGTERM to its process group, SIGKILL if it lingers."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, sig)
         try:
-            stdout, stderr = process.communicate(timeout=_TERMINATE_GRACE_S)
-            return stdout or "", stderr or ""
+            process.wait(timeout=_TERMINATE_GRACE_S)
+            return
         except subprocess.TimeoutExpired:
             continue
-    for stream in (process.stdout, process.stderr):
-        if stream is not None:
-            stream.close()
     process.wait()
-    return "", ""

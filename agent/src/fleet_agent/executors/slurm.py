@@ -34,7 +34,6 @@ shared between the agent host and the compute nodes (Slurm writes the files on t
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
 import shlex
@@ -47,7 +46,16 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from fleet_agent.executors.base import WORKFLOWS, RunLedger, Target, TestOutcome, TestRun, errored, utc_now
+from fleet_agent.executors.base import (
+    WORKFLOWS,
+    RunLedger,
+    Target,
+    TestOutcome,
+    TestRun,
+    errored,
+    read_output_file,
+    utc_now,
+)
 from fleet_agent.executors.command import CommandHardware
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, health_window
 from fleet_agent.executors.tooling import (
@@ -58,6 +66,7 @@ from fleet_agent.executors.tooling import (
     prepare_commands,
     with_tail,
 )
+from fleet_rules.node_gate import slurm_node_name_problem
 
 __all__ = ["FAILURE_STATES", "SlurmExecutor", "SlurmSettings", "job_state", "slurm_binary", "slurm_tool"]
 
@@ -109,10 +118,16 @@ class SlurmSettings:
             isinstance(k, str) and isinstance(v, str) and v for k, v in self.node_names.items()
         ):
             raise ValueError("slurm_node_names: must map fleet hostnames to Slurm node names (strings)")
+        for hostname, node in self.node_names.items():
+            problem = slurm_node_name_problem(node)
+            if problem:
+                raise ValueError(f"slurm_node_names: {hostname}: {problem}")
         try:
-            self.node_name.format(hostname="h")
+            example = self.node_name.format(hostname="h")
         except (KeyError, IndexError, ValueError) as exc:
             raise ValueError(f"slurm_node_name: {self.node_name!r} may only use {{hostname}}: {exc}") from exc
+        if slurm_node_name_problem(example):
+            raise ValueError(f"slurm_node_name: {self.node_name!r} makes {slurm_node_name_problem(example)}")
         try:
             shlex.split(self.sbatch_args)
         except ValueError as exc:
@@ -120,8 +135,22 @@ class SlurmSettings:
         return self
 
     def slurm_node(self, hostname: str) -> str:
-        """The Slurm node name of a fleet device (`slurm_node_names`, else the `slurm_node_name` template)."""
+        """The Slurm node name of a fleet device (`slurm_node_names`, else the `slurm_node_name` template),
+        held to Slurm's grammar (`fleet_rules.node_gate.slurm_node_name_problem`): `NotANodeName` otherwise,
+        so that no hostname the service sends is ever written raw into a script or an `scontrol` line."""
+        node = self.mapped_node(hostname)
+        problem = slurm_node_name_problem(node)
+        if problem:
+            raise NotANodeName(f"device {hostname!r}: {problem}")
+        return node
+
+    def mapped_node(self, hostname: str) -> str:
+        """The name the mapping gives, unchecked: for the node gate's plan, which skips a bad one by the same rule."""
         return self.node_names.get(hostname) or self.node_name.format(hostname=hostname)
+
+
+class NotANodeName(ValueError):
+    """A device's Slurm node name is outside Slurm's grammar: its run errors, the gate leaves it alone."""
 
 
 @dataclass(frozen=True)
@@ -185,7 +214,10 @@ class SlurmExecutor:
         if should_stop():
             return errored("interrupted: the agent is stopping (not submitted)", started_at)
 
-        nodes = [self.settings.slurm_node(target.hostname) for target in run.targets]
+        try:
+            nodes = [self.settings.slurm_node(target.hostname) for target in run.targets]
+        except NotANodeName as exc:
+            return errored(str(exc), started_at)
         tag = f"{run.execution_id or uuid.uuid4()}-a{attempt}"
         try:
             self._output_dir.mkdir(parents=True, exist_ok=True)
@@ -298,8 +330,10 @@ class SlurmExecutor:
         started_at: datetime,
     ) -> TestOutcome:
         finished_at = utc_now()
-        stdout = _read(record.get("stdout"))
-        stderr = _read(record.get("stderr"))
+        stdout, too_large = read_output_file(record.get("stdout"))
+        stderr, _ = read_output_file(record.get("stderr"))
+        if too_large is not None:
+            return errored(f"Slurm job {job_id}: {too_large}", started_at, finished_at)
         if current.state == "COMPLETED" and current.exit_code in ("", "0:0"):
             return outcome_of_output(
                 prepared, str(record.get("program", run.test)), stdout, run, started_at, finished_at
@@ -483,14 +517,6 @@ def _split(value: Any) -> list[str]:
     if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
         return list(value)
     raise ValueError(f"must be a string or a list of strings, got {value!r}")
-
-
-def _read(path: Any) -> str:
-    if not path:
-        return ""
-    with contextlib.suppress(OSError):
-        return Path(str(path)).read_text(errors="replace")
-    return ""
 
 
 def _parse_time(raw: Any) -> datetime | None:

@@ -16,9 +16,8 @@ from rest_framework.request import Request
 from rest_framework.views import APIView
 
 from fleet.burnin.evidence.pack import evidence_pack_build
-from fleet.core.exceptions import PermissionDeniedError
 from fleet.core.schema import error_responses
-from fleet.inventory.identity import actor_label, caller_satellite
+from fleet.inventory.identity import actor_label, ensure_not_satellite
 
 DEVICE_ID = OpenApiParameter("device_id", OpenApiTypes.UUID, OpenApiParameter.PATH)
 REPAIR = OpenApiParameter(
@@ -67,8 +66,7 @@ class DeviceEvidencePackView(APIView):
         },
     )
     def get(self, request: Request, device_id: UUID) -> HttpResponse:
-        if caller_satellite(request.user) is not None:
-            raise PermissionDeniedError("Evidence packs are for operators: a satellite's client cannot fetch them.")
+        ensure_not_satellite(request.user, "Evidence packs are for operators: a satellite's client cannot fetch them.")
         repair = _repair_id(request.query_params.get(REPAIR.name))
         pack = evidence_pack_build(device_id=device_id, generated_by=actor_label(request.user), repair_id=repair)
         response = HttpResponse(pack.content, content_type="application/zip")

@@ -60,8 +60,8 @@ class SatelliteFingerprintsView(APIView):
             "devices, read between jobs. Each is recorded as a job's inventory is (a new snapshot only when its "
             "SHA-256 moves); one that no longer matches the device's current certificate supersedes it "
             "(`hardware_changed`) and moves an accepted device back to burn-in. Every hostname must be one of the "
-            "satellite's devices (else a 400 naming it, and nothing is written). Satellites' clients only, each for "
-            "itself."
+            "satellite's site (else a 400 naming it) and one the satellite serves (else a 403: another satellite's, or "
+            "decommissioned), and nothing is written unless all are. Satellites' clients only, each for itself."
         ),
         request=FingerprintSweepSerializer,
         responses={200: FingerprintSweepResponseSerializer, **error_responses(400, 401, 403)},
@@ -72,5 +72,7 @@ class SatelliteFingerprintsView(APIView):
         satellite = satellite_acting(
             site_slug=data["site_slug"], satellite_name=data["satellite_name"], actor=request.user
         )
-        swept = satellite_fingerprints_report(satellite=satellite, devices=data["devices"], now=timezone.now())
+        swept = satellite_fingerprints_report(
+            satellite=satellite, devices=data["devices"], now=timezone.now(), actor=request.user
+        )
         return Response(FingerprintSweepResponseSerializer({"results": swept}).data)

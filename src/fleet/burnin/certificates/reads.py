@@ -21,7 +21,7 @@ from fleet.burnin.models import AcceptanceCertificate, CertificateKey
 from fleet.burnin.tables import sql
 from fleet.core.exceptions import NotFoundError
 from fleet.core.statements import Statement
-from fleet.inventory.identity import Actor, site_restriction
+from fleet.inventory.identity import Actor, restrict
 from fleet.inventory.models import Device, Site
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules.eligibility import enrolled_sql
@@ -46,12 +46,8 @@ def envelope(certificate: AcceptanceCertificate) -> dict[str, Any]:
 def _device(device_id: UUID, actor: Actor) -> Device:
     """A device by id, as the devices API finds it: another site's satellite client finds none
     (`NotFoundError`, a 404)."""
-    restricted = site_restriction(actor)
-    found = Device.objects.filter(id=device_id)
-    if restricted is not None:
-        found = found.filter(site_id=restricted)
     try:
-        return found.get()
+        return restrict(Device.objects.filter(id=device_id), actor).get()
     except Device.DoesNotExist:
         raise NotFoundError(f"No device {device_id}.") from None
 

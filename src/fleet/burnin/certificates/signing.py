@@ -1,28 +1,63 @@
-"""The Ed25519 key that signs certificates, and verification against published keys.
+"""The Ed25519 key that signs certificates and evidence packs: where it is, how it comes to be,
+and when it may sign.
 
-The private key is a PEM file (`CERTIFICATE_KEY_FILE`, env `FLEET_CERTIFICATE_KEY_FILE`, by default in the data folder,
-generated on first use like the secret key). Its public key is recorded in `CertificateKey` the
-first time it signs, so rotating the key (pointing the setting at a new file) keeps every old
-public key published and every old certificate verifiable.
+* **Where**: `settings.CERTIFICATE_KEY_FILE` — `FLEET_CERTIFICATE_KEY_FILE`, else
+  `certificate_key.pem` in the data folder — resolved once, absolute, when the settings load (never
+  from the current directory; docs/security.md).
+* **Minted** only by `fleet keys init` (`signing_key_init`; the demo calls it): signing never creates
+  a key, so a command run from another directory cannot sign with a key nobody configured.
+* **Published** explicitly: `fleet keys init` publishes the key it mints, `fleet keys publish` one an
+  operator put in place (a rotation). A key signs only once published (`CertificateKey`), so every
+  signature the service makes verifies against `GET /api/v1/certificates/keys/`; rotating keeps
+  every old public key published and every old certificate verifiable.
+
+The pure crypto is `ed25519` (importable without Django, for offline verifiers).
 """
 
 from __future__ import annotations
 
 import base64
-import binascii
-import hashlib
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from django.conf import settings
+from django.utils import timezone
+from rest_framework import status
 
+from fleet.burnin.certificates.ed25519 import (
+    ALGORITHM,
+    key_id,
+    mint_key_file,
+    public_raw,
+    read_private_key,
+    signature_valid,
+)
 from fleet.burnin.models import CertificateKey
+from fleet.core.error_schema import ErrorCode
+from fleet.core.exceptions import FleetError
 
-ALGORITHM = "Ed25519"
+__all__ = [
+    "ALGORITHM",
+    "SigningKey",
+    "SigningKeyUnavailable",
+    "key_id",
+    "mint_key_file",
+    "public_raw",
+    "published_keys",
+    "signature_valid",
+    "signing_key",
+    "signing_key_init",
+    "signing_key_publish",
+]
+
+
+class SigningKeyUnavailable(FleetError):
+    """No key to sign with (none at the configured path, or not published): the service cannot
+    sign until an operator runs `fleet keys init` / `fleet keys publish` (503, never a 500)."""
+
+    status_code = status.HTTP_503_SERVICE_UNAVAILABLE
+    code = ErrorCode.SERVICE_UNAVAILABLE
 
 
 @dataclass(frozen=True)
@@ -35,60 +70,60 @@ class SigningKey:
         return base64.b64encode(self.private.sign(data)).decode()
 
 
-def key_id(public_raw: bytes) -> str:
-    return hashlib.sha256(public_raw).hexdigest()[:32]
+def key_path() -> Path:
+    return Path(settings.CERTIFICATE_KEY_FILE)
 
 
-def public_raw(key: Ed25519PrivateKey) -> bytes:
-    return key.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+def _load(path: Path) -> SigningKey:
+    if not path.exists():
+        raise SigningKeyUnavailable(
+            f"No certificate signing key at {path}: run `fleet keys init` to mint and publish one "
+            "(or set FLEET_CERTIFICATE_KEY_FILE to the key's file)."
+        )
+    try:
+        private = read_private_key(path)
+    except (OSError, ValueError) as exc:
+        raise SigningKeyUnavailable(f"The certificate signing key at {path} cannot be read: {exc}") from exc
+    raw = public_raw(private)
+    return SigningKey(key_id(raw), private, raw)
 
 
+#: Keys loaded and found published, by path (a published key stays published: rows are never deleted).
 _loaded: dict[str, SigningKey] = {}
 
 
-def _read_or_create(path: Path) -> Ed25519PrivateKey:
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        pem = Ed25519PrivateKey.generate().private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-        )
-        # Created exclusively with owner-only permissions; a concurrent first start that lost
-        # the race reads the winner's key below.
-        try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        except FileExistsError:
-            pass
-        else:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(pem)
-    loaded = serialization.load_pem_private_key(path.read_bytes(), password=None)
-    if not isinstance(loaded, Ed25519PrivateKey):
-        raise ValueError(f"{path} is not an Ed25519 private key")
-    return loaded
-
-
 def signing_key() -> SigningKey:
-    """The current signing key (loaded once per process and path). Issuance records its public
-    key in the statement that first signs with it."""
-    path = str(settings.CERTIFICATE_KEY_FILE)
-    key = _loaded.get(path)
+    """The configured key, once it exists and is published (`SigningKeyUnavailable` otherwise);
+    loaded and checked once per process and path. Never creates a key."""
+    path = key_path()
+    key = _loaded.get(str(path))
     if key is None:
-        private = _read_or_create(Path(path))
-        raw = public_raw(private)
-        key = SigningKey(key_id(raw), private, raw)
-        _loaded[path] = key
+        key = _load(path)
+        if not CertificateKey.objects.filter(key_id=key.key_id).exists():
+            raise SigningKeyUnavailable(
+                f"The certificate signing key at {path} (id {key.key_id}) is not published: run "
+                "`fleet keys publish` to publish it before it signs."
+            )
+        _loaded[str(path)] = key
     return key
+
+
+def signing_key_publish() -> SigningKey:
+    """Publish the configured key (idempotent): from now on it signs, and verifiers find it."""
+    key = _load(key_path())
+    CertificateKey.objects.get_or_create(
+        key_id=key.key_id, defaults={"public_key": key.public_raw, "created_at": timezone.now()}
+    )
+    return key
+
+
+def signing_key_init() -> tuple[SigningKey, bool]:
+    """Mint a key at the configured path when there is none (never replacing one), and publish it;
+    (the key, whether it was minted now)."""
+    minted = mint_key_file(key_path())
+    return signing_key_publish(), minted
 
 
 def published_keys() -> dict[str, bytes]:
     """Every key that ever signed: key id → 32 raw bytes."""
     return {k.key_id: bytes(k.public_key) for k in CertificateKey.objects.all()}
-
-
-def signature_valid(public_key: bytes, signature_b64: str, data: bytes) -> bool:
-    try:
-        signature = base64.b64decode(signature_b64, validate=True)
-        Ed25519PublicKey.from_public_bytes(public_key).verify(signature, data)
-    except (InvalidSignature, ValueError, binascii.Error):
-        return False
-    return True

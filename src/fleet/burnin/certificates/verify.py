@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fleet.burnin.certificates.signing import ALGORITHM, signature_valid
+from fleet.burnin.certificates.ed25519 import ALGORITHM, signature_valid
 from fleet_rules import certificates as rules
 from fleet_rules import fingerprint
 

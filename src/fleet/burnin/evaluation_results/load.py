@@ -11,7 +11,7 @@ from uuid import UUID, uuid4
 from fleet.burnin.tables import sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql
 from fleet.core.statements import Statement
-from fleet.inventory.identity import Actor, site_restriction
+from fleet.inventory.identity import Actor, reach
 from fleet.policies.selectors import load_resolutions
 from fleet_rules.evaluations import ExecutionFacts, StoredResult
 
@@ -24,6 +24,7 @@ class ExecutionWithResult(NamedTuple):
     updated_at: datetime
     site_id: UUID
     requirement_id: UUID
+    serving_satellite_id: UUID  # the satellite managing its device or topology (whose agent may judge it)
     evaluated: bool
     passed: bool | None
     reason: str | None
@@ -41,12 +42,17 @@ EXECUTIONS = Statement(
     "burnin.evaluation_results.executions",
     sql(
         """
-SELECT e.id, e.status, e.updated_at, e.site_id, e.requirement_id,
+SELECT e.id, e.status, e.updated_at, e.site_id, e.requirement_id, e.serving_satellite_id,
        r.execution_id IS NOT NULL AS evaluated, r.passed, r.reason, r.metric_evaluations, r.evaluation_source_key,
        r.execution_updated_at
 FROM unnest({wanted}) AS wanted(id)
 CROSS JOIN LATERAL (
-    SELECT e.id, e.status, e.updated_at, e.site_id, e.requirement_id FROM {execution} e WHERE e.id = wanted.id OFFSET 0
+    SELECT e.id, e.status, e.updated_at, e.site_id, e.requirement_id,
+           COALESCE(
+               (SELECT d.satellite_id FROM {device} d WHERE d.id = e.device_id),
+               (SELECT t.satellite_id FROM {topology} t WHERE t.id = e.topology_id)
+           ) AS serving_satellite_id
+    FROM {execution} e WHERE e.id = wanted.id OFFSET 0
 ) e
 LEFT JOIN LATERAL (
     SELECT r.* FROM {evaluation} r WHERE r.execution_id = e.id OFFSET 0
@@ -69,13 +75,13 @@ def load_facts(
     with bulk_read_cursor() as cursor:
         rows = EXECUTIONS.rows(cursor, {"ids": ids})
     resolutions = load_resolutions({(row.requirement_id, row.site_id) for row in rows})
-    restricted = site_restriction(actor)
+    where = reach(actor)
     facts, stored = {}, {}
     for row in rows:
         facts[row.id] = ExecutionFacts(
             status=row.status,
             updated_at=row.updated_at,
-            within_caller_site=restricted is None or restricted == row.site_id,
+            within_reach=where.sees_site(row.site_id) and where.writes_for(row.serving_satellite_id),
             current_key=resolutions[(row.requirement_id, row.site_id)].key,
         )
         if row.evaluated:

@@ -12,12 +12,9 @@ import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from fleet.burnin.certificates.signing import signature_valid
+from fleet.burnin.certificates.ed25519 import signature_valid
 from fleet_rules import evidence_pack as rules
 
-#: No member of a pack comes near this (an execution's error text is at most 10,000 characters):
-#: a larger one is refused before it is inflated.
-MAX_MEMBER_BYTES = 64 * 1024 * 1024
 MAX_MEMBERS = 10_000
 
 
@@ -39,16 +36,50 @@ def _members(data: bytes) -> dict[str, bytes] | str:
             infos = archive.infolist()
             if len(infos) > MAX_MEMBERS:
                 return f"the archive holds {len(infos)} files, more than a pack ever does"
+            declared = sum(info.file_size for info in infos)
+            if declared > rules.MAX_PACK_BYTES:
+                return _past_pack()
             members: dict[str, bytes] = {}
+            inflated = 0
             for info in infos:
                 if info.filename in members:
                     return f"{json.dumps(info.filename)} appears twice in the archive"
-                if info.file_size > MAX_MEMBER_BYTES:
-                    return f"{json.dumps(info.filename)} is larger than any file of a pack"
-                members[info.filename] = archive.read(info)  # checks the member's CRC-32
+                if info.file_size > rules.MAX_MEMBER_BYTES:
+                    return _past_member(info.filename)
+                read = _inflate(archive, info, rules.MAX_PACK_BYTES - inflated)
+                if isinstance(read, str):
+                    return read
+                members[info.filename] = read
+                inflated += len(read)
             return members
     except (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, OSError, ValueError, EOFError) as exc:
         return f"not a readable zip archive: {exc}"
+
+
+def _past_member(name: str) -> str:
+    return (
+        f"{json.dumps(name)} inflates past {rules.MAX_MEMBER_BYTES // 2**20} MiB (MAX_MEMBER_BYTES): not a pack's file"
+    )
+
+
+def _past_pack() -> str:
+    return f"the archive inflates past {rules.MAX_PACK_BYTES // 2**20} MiB (MAX_PACK_BYTES): not a pack"
+
+
+def _inflate(archive: zipfile.ZipFile, info: zipfile.ZipInfo, room: int) -> bytes | str:
+    """One member, read in chunks and counted as its bytes come out (a header may lie), stopping at
+    its own bound and at what is left of the pack's (a reason then); the CRC-32 is checked at the end."""
+    chunks: list[bytes] = []
+    size = 0
+    with archive.open(info) as member:
+        while chunk := member.read(rules.READ_CHUNK_BYTES):
+            size += len(chunk)
+            if size > rules.MAX_MEMBER_BYTES:
+                return _past_member(info.filename)
+            if size > room:
+                return _past_pack()
+            chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def verify_pack(data: bytes, keys: Mapping[str, bytes]) -> PackVerdict:

@@ -12,7 +12,7 @@ from rest_framework.response import Response
 
 from fleet.core.requests import validated
 from fleet.core.schema import LIST_ERRORS, RETRIEVE_ERRORS, error_responses
-from fleet.inventory.identity import actor_label, caller_satellite
+from fleet.inventory.identity import actor_label
 from fleet.inventory.scoping import SiteScopedReadViewSet
 from fleet.inventory.selectors import satellite_acting
 from fleet.jobs import services
@@ -23,11 +23,6 @@ from fleet_rules.vocabulary import JobStatus
 
 TAGS = ["Jobs"]
 JOB_ACTION_ERRORS = error_responses(400, 401, 403, 404, 409)
-
-
-def _caller_satellite_id(request: Request) -> UUID | None:
-    satellite = caller_satellite(request.user)
-    return satellite.id if satellite is not None else None
 
 
 @extend_schema_view(
@@ -75,7 +70,7 @@ class JobViewSet(SiteScopedReadViewSet):
     )
     @action(detail=True, methods=["post"], url_path="heartbeat")
     def heartbeat(self, request: Request, pk: UUID) -> Response:
-        job = services.job_heartbeat(job_id=pk, satellite_id=_caller_satellite_id(request))
+        job = services.job_heartbeat(job_id=pk, actor=request.user)
         return Response(s.JobSerializer(self._reloaded([job]).get()).data)
 
     @extend_schema(
@@ -92,7 +87,7 @@ class JobViewSet(SiteScopedReadViewSet):
             job_id=pk,
             outcome=JobStatus(data["status"]),
             reason=data["reason"],
-            satellite_id=_caller_satellite_id(request),
+            actor=request.user,
         )
         return Response(s.JobSerializer(self._reloaded([job]).get()).data)
 

@@ -1,5 +1,5 @@
 import django_filters
-from django.db.models import Prefetch, Q, QuerySet
+from django.db.models import Prefetch, QuerySet
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, extend_schema_view
 from rest_framework import viewsets
@@ -9,7 +9,7 @@ from rest_framework.views import APIView
 
 from fleet.core.requests import validated
 from fleet.core.schema import error_responses, read_only_operations
-from fleet.inventory.identity import site_restriction
+from fleet.inventory.identity import restrict
 from fleet.policies.api import serializers
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
 from fleet.policies.selectors import resolved_thresholds
@@ -35,10 +35,9 @@ class AcceptancePolicyViewSet(viewsets.ReadOnlyModelViewSet):
     def get_queryset(self) -> QuerySet[AcceptancePolicy]:
         """Policies with their requirements and thresholds; a satellite's client sees the default
         rules and its own site's overrides, never another site's."""
-        thresholds = ThresholdRule.objects.select_related("site").order_by("metric", "statistic")
-        restricted = site_restriction(self.request.user)
-        if restricted is not None:
-            thresholds = thresholds.filter(Q(site__isnull=True) | Q(site_id=restricted))
+        thresholds = restrict(
+            ThresholdRule.objects.select_related("site").order_by("metric", "statistic"), self.request.user, shared=True
+        )
         requirements = Requirement.objects.order_by("name").prefetch_related(
             Prefetch("thresholds", queryset=thresholds)
         )

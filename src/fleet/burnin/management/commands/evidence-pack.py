@@ -12,8 +12,8 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 
 from fleet.burnin.certificates.signing import published_keys
 from fleet.burnin.certificates.verify import read_keys
+from fleet.burnin.evidence.offline import verdict_lines
 from fleet.burnin.evidence.pack import device_for_pack, evidence_pack_build
-from fleet.burnin.evidence.verify import verify_pack
 from fleet.core.confinement import OutsideDirectory, file_inside
 from fleet.core.exceptions import NotFoundError
 
@@ -36,8 +36,9 @@ class Command(BaseCommand):
         verify.add_argument("file", metavar="FILE")
         verify.add_argument(
             "--keys",
-            help="The published keys: a URL (…/api/v1/certificates/keys/) or a file holding that JSON. "
-            "Default: the keys in this service's database.",
+            help="The published keys: a URL (…/api/v1/certificates/keys/) or a file holding that JSON; then "
+            "nothing but the pack and the keys is read (no database, nothing written). Default: the keys in the "
+            "database DATABASE_URL names.",
         )
         verify.add_argument(
             "--token",
@@ -73,12 +74,8 @@ class Command(BaseCommand):
             keys = published_keys() if source is None else read_keys(source, token)
         except (OSError, ValueError) as exc:
             raise CommandError(f"cannot read keys from {source}: {exc}") from exc
-        try:
-            data = Path(name).read_bytes()
-        except OSError as exc:
-            raise CommandError(f"cannot read {name}: {exc}") from exc
-        verdict = verify_pack(data, keys)
-        for reason in verdict.reasons:
-            self.stdout.write(f"{name}: {'OK' if verdict.ok else 'REFUSED'}: {reason}")
-        if not verdict.ok:
+        ok, lines = verdict_lines(name, keys)
+        for line in lines:
+            self.stdout.write(line)
+        if not ok:
             sys.exit(1)

@@ -46,6 +46,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from fleet.burnin.certificates.signing import key_path, signing_key_init
 from fleet.burnin.models import PolicyProgress
 from fleet.burnin.reads import failures as reads
 from fleet.core import embedded
@@ -140,6 +141,9 @@ class Command(BaseCommand):
             return
         self.database_ensure(console)
         call_command("migrate", interactive=False, verbosity=0)
+        # The demo is one of the two places a signing key is minted (the other: `fleet keys init`).
+        key, minted = signing_key_init()
+        log.info("certificate signing key %s at %s (%s)", key.key_id, key_path(), "minted" if minted else "kept")
         try:
             document = parse_text(Path(options["fleet_file"]).read_text())
         except (OSError, FleetFileError) as exc:
