@@ -23,7 +23,7 @@ from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, collect_inventory, health_snapshot
 from fleet_agent.executors.snapshot import HealthSnapshot
-from fleet_agent.gpus import gpu_vendor
+from fleet_agent.gpus import DEFAULT_GPU_VENDOR, gpu_vendor
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
@@ -100,6 +100,18 @@ class Agent:
         self.config, self.client, self.executor, self.state = config, client, executor, state
         self.gate = gate  # the Slurm node gate, when `node_gate` is on
         self._stop = threading.Event()
+
+    def gpu_vendor(self, resource_class: str) -> str:
+        """Who made the class's GPUs: the configuration's `gpu_vendors`, else the executor's own model (the
+        simulation knows its hardware), else NVIDIA."""
+        modelled: dict[str, str] = getattr(self.executor, "gpu_vendors", {})
+        return str(self.config.gpu_vendors.get(resource_class) or modelled.get(resource_class) or DEFAULT_GPU_VENDOR)
+
+    def target(self, device: dict[str, Any]) -> Target:
+        """A job's device (or a node state) as the target a test runs on, with its GPUs' vendor."""
+        resource_class = str(device.get("resource_class") or "")
+        device_id = device.get("id") or device.get("device_id")
+        return Target(str(device_id), str(device["hostname"]), resource_class, self.gpu_vendor(resource_class))
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -308,6 +320,7 @@ class Agent:
             site=self.config.site,
             satellite=self.config.satellite,
             stopping=lambda: self.stopping,
+            vendor_of=self.gpu_vendor,
         )
 
     # --- heartbeat ------------------------------------------------------------------------------
@@ -378,8 +391,7 @@ class Agent:
         source: HardwareSource | None = getattr(self.executor, "hardware", None)
         if source is None or job["workflow_name"] == MULTI_NODE or not job["devices"]:
             return JobHardware()
-        device = job["devices"][0]
-        target = Target(device["id"], device["hostname"], device["resource_class"])
+        target = self.target(job["devices"][0])
         since = datetime.now(UTC)
         inventory = before = None
         window = any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements)
@@ -419,7 +431,7 @@ class Agent:
         hardware = hardware or JobHardware()
         devices = job["devices"]
         multi = job["workflow_name"] == MULTI_NODE
-        targets = tuple(Target(d["id"], d["hostname"], d["resource_class"]) for d in devices)
+        targets = tuple(self.target(device) for device in devices)
         target_id = job["topology"]["id"] if multi else devices[0]["id"]
         execution_id = execution_id_for(job["id"], requirement["name"], target_id)
         base = {
