@@ -20,6 +20,7 @@ from fleet_agent.executors.simulated_amd import AMD_FAULT_MODES, AMD_MULTINODE_T
 from fleet_agent.executors.simulated_hardware import SIMULATED_SWAPS, gpu_serial, parse_health_faults
 from fleet_agent.parsers import PARSER_NAMES
 from fleet_agent.runner import Agent
+from fleet_agent.targets import device_target
 from fleet_rules.amdgpu import is_fatal_amdgpu
 from fleet_rules.evaluator import evaluate
 from fleet_rules.gpu_vendors import VENDOR_PARSERS
@@ -155,9 +156,18 @@ def test_the_agent_takes_a_class_vendor_from_its_configuration_else_the_simulati
     agent = Agent(configured, None, SimulatedExecutor(seed=1), None)  # type: ignore[arg-type]
 
     assert configured.gpu_vendors == {"gpu.other.8x": "amd", "gpu.h200.8x": "nvidia"}
-    assert agent.target({"id": "d", "hostname": "h", "resource_class": "gpu.other.8x"}).gpu_vendor == "amd"
-    assert agent.target({"device_id": "d", "hostname": "h", "resource_class": MI300X}).gpu_vendor == "amd"
-    assert agent.target({"id": "d", "hostname": "h", "resource_class": "gpu.unknown"}).gpu_vendor == "nvidia"
+    assert (
+        device_target({"id": "d", "hostname": "h", "resource_class": "gpu.other.8x"}, agent.vendor_of).gpu_vendor
+        == "amd"
+    )
+    assert (
+        device_target({"device_id": "d", "hostname": "h", "resource_class": MI300X}, agent.vendor_of).gpu_vendor
+        == "amd"
+    )
+    assert (
+        device_target({"id": "d", "hostname": "h", "resource_class": "gpu.unknown"}, agent.vendor_of).gpu_vendor
+        == "nvidia"
+    )
     with pytest.raises(ConfigError, match="gpu_vendors.gpu.x: 'intel' is not a GPU vendor"):
         load_config(settings | {"gpu_vendors": "gpu.x=intel"})
     with pytest.raises(ConfigError, match="gpu_vendors: 'gpu.x' is not <resource_class>=<vendor>"):

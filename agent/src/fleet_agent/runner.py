@@ -20,13 +20,14 @@ from typing import Any
 from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
-from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
+from fleet_agent.executors.base import ERRORED, Executor, Resumable, TestOutcome, TestRun
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, collect_inventory, health_snapshot
 from fleet_agent.executors.snapshot import HealthSnapshot
-from fleet_agent.gpus import DEFAULT_GPU_VENDOR, gpu_vendor
+from fleet_agent.gpus import gpu_vendor
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
+from fleet_agent.targets import device_target, vendor_lookup
 from fleet_rules.evaluator import evaluate
 
 logger = logging.getLogger("fleet_agent")
@@ -99,19 +100,8 @@ class Agent:
     ) -> None:
         self.config, self.client, self.executor, self.state = config, client, executor, state
         self.gate = gate  # the Slurm node gate, when `node_gate` is on
+        self.vendor_of = vendor_lookup(config.gpu_vendors, executor)  # who made a resource class's GPUs
         self._stop = threading.Event()
-
-    def gpu_vendor(self, resource_class: str) -> str:
-        """Who made the class's GPUs: the configuration's `gpu_vendors`, else the executor's own model (the
-        simulation knows its hardware), else NVIDIA."""
-        modelled: dict[str, str] = getattr(self.executor, "gpu_vendors", {})
-        return str(self.config.gpu_vendors.get(resource_class) or modelled.get(resource_class) or DEFAULT_GPU_VENDOR)
-
-    def target(self, device: dict[str, Any]) -> Target:
-        """A job's device (or a node state) as the target a test runs on, with its GPUs' vendor."""
-        resource_class = str(device.get("resource_class") or "")
-        device_id = device.get("id") or device.get("device_id")
-        return Target(str(device_id), str(device["hostname"]), resource_class, self.gpu_vendor(resource_class))
 
     # --- lifecycle ------------------------------------------------------------------------------
 
@@ -320,7 +310,7 @@ class Agent:
             site=self.config.site,
             satellite=self.config.satellite,
             stopping=lambda: self.stopping,
-            vendor_of=self.gpu_vendor,
+            vendor_of=self.vendor_of,
         )
 
     # --- heartbeat ------------------------------------------------------------------------------
@@ -391,7 +381,7 @@ class Agent:
         source: HardwareSource | None = getattr(self.executor, "hardware", None)
         if source is None or job["workflow_name"] == MULTI_NODE or not job["devices"]:
             return JobHardware()
-        target = self.target(job["devices"][0])
+        target = device_target(job["devices"][0], self.vendor_of)
         since = datetime.now(UTC)
         inventory = before = None
         window = any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements)
@@ -431,7 +421,7 @@ class Agent:
         hardware = hardware or JobHardware()
         devices = job["devices"]
         multi = job["workflow_name"] == MULTI_NODE
-        targets = tuple(self.target(device) for device in devices)
+        targets = tuple(device_target(device, self.vendor_of) for device in devices)
         target_id = job["topology"]["id"] if multi else devices[0]["id"]
         execution_id = execution_id_for(job["id"], requirement["name"], target_id)
         base = {

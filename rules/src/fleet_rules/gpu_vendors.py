@@ -12,6 +12,7 @@ NVIDIA one) could never be measured: it would fail every device closed, and is r
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 from fleet_rules.vocabulary import GpuVendor
 
@@ -20,6 +21,8 @@ __all__ = [
     "VENDOR_METRIC_PREFIXES",
     "VENDOR_PARSERS",
     "VENDOR_TOOLS",
+    "gpus_in_words",
+    "vendor_words",
     "vendor_of_metric",
     "vendor_of_parser",
     "vendor_of_test",
@@ -80,3 +83,20 @@ def wrong_vendor(kind: str, name: str, owner: GpuVendor | None, declared: GpuVen
 
 
 _LABEL = {GpuVendor.NVIDIA: "NVIDIA", GpuVendor.AMD: "AMD"}
+
+
+def vendor_words(vendor: str) -> str:
+    """`NVIDIA GPUs`, `AMD GPUs` — how pages name a class's vendor; empty for none (a class without a policy)."""
+    known = vendor in GpuVendor.values
+    return f"{_LABEL[GpuVendor(vendor)]} GPUs" if known else ""
+
+
+def gpus_in_words(inventory: Mapping[str, Any] | None) -> str:
+    """`8 × AMD Instinct MI300X`: the GPUs an inventory (a fingerprint's) lists, by product name in the order
+    first seen; empty when it lists none."""
+    counts: dict[str, int] = {}
+    gpus = (inventory or {}).get("gpus")
+    for gpu in gpus if isinstance(gpus, list) else []:
+        name = (gpu.get("product_name") if isinstance(gpu, Mapping) else None) or "unnamed GPU"
+        counts[str(name)] = counts.get(str(name), 0) + 1
+    return ", ".join(f"{n} × {name}" for name, n in counts.items())
