@@ -75,20 +75,19 @@ def counted_since_sql(execution: str, since: str, repaired_at: str | None = None
     not before the device's last repair (a repaired device starts a new count: `fleet_rules.lifecycle`).
 
     The repair is asked one of two ways, the same answer: with `repaired_at` (an expression for the
-    device's latest repair's `created_at`, null when it has none), a comparison — the caller probes
-    the repairs once per target instead of once per attempt (a reconcile write at 8 attempts per
-    target spent 8,780 of a page's 43,365 buffers on this probe, EXPLAIN ANALYZE); without it, a
-    probe of the repairs by device for each attempt: no repair after it. "No repair created after
-    the attempt" and "the latest repair was created at or before it" are one condition."""
-    repair = (
-        sql(
-            "NOT EXISTS (SELECT 1 FROM {repair} rp "
-            "WHERE rp.device_id = {x}.device_id AND rp.created_at > {x}.created_at)",
-            x=execution,
-            repair=Repair._meta.db_table,
-        )
-        if repaired_at is None
-        else f"({repaired_at} IS NULL OR {execution}.created_at >= {repaired_at})"
+    device's latest repair's `created_at`, null when it has none), one bound on `created_at` — the
+    caller probes the repairs once per target instead of once per attempt (a reconcile write at 8
+    attempts per target spent 8,780 of a page's 43,365 buffers on this probe, EXPLAIN ANALYZE), and
+    the bound is an index condition of the "latest execution of a target" indexes, so attempts
+    before a repair or a version change are not read at all; without it, a probe of the repairs by
+    device for each attempt: no repair after it. "No repair created after the attempt" and "the
+    latest repair was created at or before it" are one condition, and `greatest` skips nulls."""
+    if repaired_at is not None:
+        return f"{execution}.created_at >= coalesce(greatest({since}, {repaired_at}), '-infinity'::timestamptz)"
+    repair = sql(
+        "NOT EXISTS (SELECT 1 FROM {repair} rp WHERE rp.device_id = {x}.device_id AND rp.created_at > {x}.created_at)",
+        x=execution,
+        repair=Repair._meta.db_table,
     )
     return f"(({since}) IS NULL OR {execution}.created_at >= ({since})) AND {repair}"
 
