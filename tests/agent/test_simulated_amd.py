@@ -145,7 +145,9 @@ def test_an_amd_node_read_as_nvidia_finds_no_nvidia_smi_and_an_nvidia_test_error
     inventory = collect_inventory(executor.hardware, wrong)
     outcome = executor.run(TestRun("gpu-diag", "dcgm-diag", {"level": 3}, (amd("c01-n01"),)), attempt=1)
 
-    assert inventory["gpus"] == [] and inventory["missing"][0].startswith("nvidia-smi: nvidia-smi: command not found")
+    assert inventory["gpus"] == [] and inventory["missing"][0].startswith(
+        "nvidia-smi: command not found (the simulated gpu.mi300x.8x has amd"
+    )
     assert outcome.status == "errored" and "gpu.mi300x.8x has AMD GPUs" in (outcome.error or "")
 
 
