@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 
 from fleet_agent.config import AgentConfig
@@ -105,3 +106,26 @@ def test_the_inventory_sweep_reads_amd_smi_static_on_amd_nodes_and_nvidia_smi_el
     assert amd_node["hostname"] == "n01"
     assert amd_node["inventory"]["gpus"][0]["part_number"] == "113-M350-01-1K0-920A"
     assert report.skipped == ["n02: its GPUs could not be read (nvidia-smi: false exited with status 1)"]
+
+
+class ServiceWithPolicies(Service):
+    """The scripted service, also answering the satellite's resource classes with each one's policy's vendor."""
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/satellites/resource-classes/":
+            return httpx.Response(
+                200, json={"resource_classes": [MI300X, "gpu.h200.8x"], "gpu_vendors": {MI300X: "amd"}}
+            )
+        return super().__call__(request)
+
+
+@pytest.mark.process
+def test_an_agent_not_told_the_vendor_learns_it_from_the_classes_policy_at_the_service(tmp_path: Path) -> None:
+    service = ServiceWithPolicies([node(1, "accepted", MI300X)])
+    settings = AgentConfig(**REQUIRED, state_dir=str(tmp_path / "state"))  # no gpu_vendors
+    agent = Agent(settings, client_for(service), amd_executor(tmp_path, "true"), AgentState(settings.state_dir))
+
+    report = agent.sweep_inventory()
+
+    assert report.skipped == [] and report.reported == 1
+    assert service.posted[0]["devices"][0]["inventory"]["gpus"][0]["product_name"] == "AMD Instinct MI350X"

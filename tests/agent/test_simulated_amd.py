@@ -19,8 +19,7 @@ from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, collect_inventory
 from fleet_agent.executors.simulated_amd import AMD_FAULT_MODES, AMD_MULTINODE_TEST
 from fleet_agent.executors.simulated_hardware import SIMULATED_SWAPS, gpu_serial, parse_health_faults
 from fleet_agent.parsers import PARSER_NAMES
-from fleet_agent.runner import Agent
-from fleet_agent.targets import device_target
+from fleet_agent.targets import GpuVendorBook, device_target
 from fleet_rules.amdgpu import is_fatal_amdgpu
 from fleet_rules.evaluator import evaluate
 from fleet_rules.gpu_vendors import VENDOR_PARSERS
@@ -146,28 +145,40 @@ def test_an_amd_node_read_as_nvidia_finds_no_nvidia_smi_and_an_nvidia_test_error
     inventory = collect_inventory(executor.hardware, wrong)
     outcome = executor.run(TestRun("gpu-diag", "dcgm-diag", {"level": 3}, (amd("c01-n01"),)), attempt=1)
 
-    assert inventory["gpus"] == [] and inventory["missing"][0].startswith("nvidia-smi: nvidia-smi: command not found")
+    assert inventory["gpus"] == [] and inventory["missing"][0].startswith(
+        "nvidia-smi: command not found (the simulated gpu.mi300x.8x has amd"
+    )
     assert outcome.status == "errored" and "gpu.mi300x.8x has AMD GPUs" in (outcome.error or "")
 
 
-def test_the_agent_takes_a_class_vendor_from_its_configuration_else_the_simulations_model(tmp_path: Path) -> None:
+def test_the_agent_learns_a_class_vendor_from_its_configuration_the_service_or_the_simulations_model(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     settings = {"api": "http://x", "site": "s", "satellite": "t", "client_id": "i", "client_secret": "c"}
-    configured = load_config(settings, environ={"FLEET_AGENT_GPU_VENDORS": "gpu.other.8x=amd, gpu.h200.8x=nvidia"})
-    agent = Agent(configured, None, SimulatedExecutor(seed=1), None)  # type: ignore[arg-type]
+    configured = load_config(settings, environ={"FLEET_AGENT_GPU_VENDORS": "gpu.pinned.8x=amd, gpu.h200.8x=nvidia"})
+    answers: list[dict[str, str]] = [{"gpu.served.8x": "amd", "gpu.pinned.8x": "nvidia", "gpu.odd": "intel"}]
+    now = [0.0]
 
-    assert configured.gpu_vendors == {"gpu.other.8x": "amd", "gpu.h200.8x": "nvidia"}
-    assert (
-        device_target({"id": "d", "hostname": "h", "resource_class": "gpu.other.8x"}, agent.vendor_of).gpu_vendor
-        == "amd"
-    )
-    assert (
-        device_target({"device_id": "d", "hostname": "h", "resource_class": MI300X}, agent.vendor_of).gpu_vendor
-        == "amd"
-    )
-    assert (
-        device_target({"id": "d", "hostname": "h", "resource_class": "gpu.unknown"}, agent.vendor_of).gpu_vendor
-        == "nvidia"
-    )
+    def ask() -> dict[str, str]:
+        if not answers:
+            raise ConnectionError("the service is unreachable")
+        return answers.pop(0)
+
+    book = GpuVendorBook(configured.gpu_vendors, executor=SimulatedExecutor(seed=1), ask=ask, clock=lambda: now[0])
+
+    def vendor(device: dict[str, str]) -> str:
+        return device_target(device, book).gpu_vendor
+
+    assert configured.gpu_vendors == {"gpu.pinned.8x": "amd", "gpu.h200.8x": "nvidia"}
+    assert vendor({"id": "d", "hostname": "h", "resource_class": "gpu.pinned.8x"}) == "amd"  # the site pinned it
+    assert vendor({"id": "d", "hostname": "h", "resource_class": "gpu.served.8x"}) == "amd"  # its policy says so
+    assert answers == []  # asked once
+    assert vendor({"device_id": "d", "hostname": "h", "resource_class": MI300X}) == "amd"  # the simulation's model
+    assert vendor({"id": "d", "hostname": "h", "resource_class": "gpu.odd"}) == "nvidia"  # not a vendor: ignored
+    now[0] += 61  # a minute later a class the service did not know is asked about again; a failure is logged
+    with caplog.at_level("WARNING", logger="fleet_agent.targets"):
+        assert vendor({"id": "d", "hostname": "h", "resource_class": "gpu.new"}) == "nvidia"
+    assert "could not learn the resource classes' GPU vendors from the service" in caplog.text
     with pytest.raises(ConfigError, match="gpu_vendors.gpu.x: 'intel' is not a GPU vendor"):
         load_config(settings | {"gpu_vendors": "gpu.x=intel"})
     with pytest.raises(ConfigError, match="gpu_vendors: 'gpu.x' is not <resource_class>=<vendor>"):

@@ -12,6 +12,7 @@ from fleet.burnin.evidence.pack import evidence_pack_build
 from fleet.inventory.models import Device
 from fleet_rules.gpu_vendors import gpus_in_words, vendor_words
 from fleet_rules.vocabulary import DeviceState, GpuVendor
+from tests.dashboard import test_browser as harness
 from tests.dashboard.conftest import VIEWER
 
 AMD_RC, NVIDIA_RC = "gpu.mi300x.8x", "gpu.h200.8x"
@@ -82,3 +83,27 @@ def test_the_evidence_pack_of_an_amd_device_names_its_vendor(fleet):
 
     manifest = json.loads(zipfile.ZipFile(io.BytesIO(pack.content)).read("manifest.json"))
     assert manifest["policy"]["resource_class"] == AMD_RC and manifest["policy"]["gpu_vendor"] == "amd"
+
+
+# --- in a real browser ------------------------------------------------------------------------------
+
+chromium, site_served, tab = harness.chromium, harness.site_served, harness.tab
+
+
+def test_in_a_browser_the_site_names_each_class_s_vendor_and_leads_to_an_amd_device(tab):
+    visit, world = tab
+    page = visit.page
+    amd = world.fleet.policy(AMD_RC)
+    amd.gpu_vendor = GpuVendor.AMD
+    amd.save(update_fields=["gpu_vendor"])
+    world.fleet.requirement(amd, "rvs-stress", test="rvs-stress")
+    world.fleet.device(world.satellite, AMD_RC, hostname="c01-n01")
+
+    visit.sign_in("viewer")
+    visit.go("/sites/lon-1/", "site-vendors")
+    amd_class = page.locator(f'section.resource-class[data-resource-class="{AMD_RC}"] h2')
+    assert "· AMD GPUs" in amd_class.inner_text()
+    nvidia_class = page.locator(f'section.resource-class[data-resource-class="{NVIDIA_RC}"] h2')
+    assert "· NVIDIA GPUs" in nvidia_class.inner_text()
+    visit.go("/sites/lon-1/devices/c01-n01/", "amd-device")
+    assert "gpu.mi300x.8x · AMD GPUs" in page.inner_text("table.identity")

@@ -1,5 +1,5 @@
 """AMD Instinct nodes end to end, with a real `fleet serve` and a real `fleet-agent` (simulated executor; the agent
-told the class's vendor as the demo tells it, `FLEET_AGENT_GPU_VENDORS`):
+learns the class's vendor from its policy at the service, `gpu_vendor: amd`):
 
 1. an MI300X is burned in with AMD's tools (RVS, TransferBench, rccl-tests, the health window read with `amd-smi`
    and the amdgpu log) and accepted, its certificate binding the fingerprint `amd-smi static` gave;
@@ -60,11 +60,7 @@ parameter_profiles:
   - {resource_class: gpu.mi300x.8x, test: rccl-all-reduce, parameters: {max_bytes: 8589934592, gpus: 8}}
   - {resource_class: gpu.mi300x.8x, test: health-window, parameters: {}}
 """
-AGENT = {
-    "FLEET_AGENT_FAULTY_SHARE": "0",
-    "FLEET_AGENT_ERRORED_SHARE": "0",
-    "FLEET_AGENT_GPU_VENDORS": "gpu.mi300x.8x=amd",
-}
+AGENT = {"FLEET_AGENT_FAULTY_SHARE": "0", "FLEET_AGENT_ERRORED_SHARE": "0"}
 SWEEP = {"FLEET_AGENT_INVENTORY_INTERVAL": "0.5", "FLEET_AGENT_HEARTBEAT_INTERVAL": "5"}
 
 

@@ -60,3 +60,22 @@ def test_an_amd_nodes_inventory_is_read_by_an_amd_smi_step_on_its_node(slurm: Sl
 
     assert inventory["gpus"][0]["product_name"] == "AMD Instinct MI350X" and inventory["driver_version"] == "6.18.3"
     assert [(on, rank) for _, on, rank in slurm.steps()[before:]] == [("n2", "0"), ("n2", "0")]
+
+
+def test_an_amd_nodes_health_window_is_read_by_steps_and_judges_its_amdgpu_events(slurm: Slurm, tmp_path: Path) -> None:
+    slurm_executor = executor(
+        slurm,
+        {"rvs-stress": {"template": slurm.replay("amd/rvs_1.x_mi355x_gst_fp4.txt"), "parser": "rvs"}},
+        tmp_path,
+        hardware_commands={
+            "gpu_health": {"amd": slurm.replay("amd/amd_smi_metric_rocm7_mi300x_derived_umc_sdma_errors.json")},
+            "kernel_log": slurm.replay("amd/kernel_log_amdgpu_rocm6.2.3_mi300x_ras_athub.log"),
+        },
+    )
+
+    outcome = slurm_executor.run(amd_run("host-4", test="health-window"), attempt=1)
+
+    assert outcome.status == "completed", outcome.error
+    assert outcome.metrics["amdgpu_ras_fatal_count"]["value"] >= 1  # the ATHUB RAS interrupt of ROCm issue 4021
+    assert outcome.metrics["ecc_uncorrected_delta"]["value"] == 0 and outcome.metrics["gpu_count"]["value"] == 2
+    assert outcome.health is not None and outcome.health["xid_events"][0]["kind"] == "amdgpu"

@@ -58,9 +58,10 @@ class AgentConfig:
     # How the command and Slurm executors read the device's hardware (file only): nvidia_smi, ibstat, dmi, kernel_log,
     # kernel_log_fallback → a command template (or {template, timeout}).
     hardware_commands: dict[str, Any] = field(default_factory=dict)
-    # Who made each resource class's GPUs (class → nvidia | amd), as the fleet file's `gpu_vendor` says: which
-    # tools read a device's inventory, health and kernel log. A class not listed: the simulated executor's own
-    # model, else NVIDIA. From the environment or a flag: `gpu.mi300x.8x=amd,…`.
+    # Who made each resource class's GPUs (class → nvidia | amd), pinned for this satellite: which tools read a
+    # device's inventory, health and kernel log. A class not listed: its policy's `gpu_vendor` at the service, else
+    # the simulated executor's own model, else NVIDIA (fleet_agent.targets). From the environment or a flag:
+    # `gpu.mi300x.8x=amd,…`.
     gpu_vendors: dict[str, Any] = field(default_factory=dict)
     # Send the inventory (and the health window's evidence) with execution reports.
     report_hardware: bool = True

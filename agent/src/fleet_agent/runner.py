@@ -27,7 +27,7 @@ from fleet_agent.gpus import gpu_vendor
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
-from fleet_agent.targets import device_target, vendor_lookup
+from fleet_agent.targets import GpuVendorBook, device_target
 from fleet_rules.evaluator import evaluate
 
 logger = logging.getLogger("fleet_agent")
@@ -100,7 +100,8 @@ class Agent:
     ) -> None:
         self.config, self.client, self.executor, self.state = config, client, executor, state
         self.gate = gate  # the Slurm node gate, when `node_gate` is on
-        self.vendor_of = vendor_lookup(config.gpu_vendors, executor)  # who made a resource class's GPUs
+        ask = lambda: client.satellite_classes(config.site, config.satellite)[1]  # noqa: E731 - the service's answer
+        self.vendor_of = GpuVendorBook(config.gpu_vendors, executor=executor, ask=ask)  # who made a class's GPUs
         self._stop = threading.Event()
 
     # --- lifecycle ------------------------------------------------------------------------------

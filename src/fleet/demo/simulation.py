@@ -13,7 +13,6 @@ import hashlib
 from collections.abc import Iterable, Mapping
 
 from fleet.inventory.models import Topology
-from fleet.policies.models import AcceptancePolicy
 from fleet_rules.vocabulary import TopologyUnit
 
 
@@ -43,13 +42,6 @@ def nvlink_domains() -> dict[str, list[str]]:
     return domains
 
 
-def gpu_vendors() -> str:
-    """Each policy's resource class and its GPUs' vendor, as the agent's `gpu_vendors` reads them
-    (`gpu.h200.8x=nvidia,gpu.mi300x.8x=amd`): the agents learn the vendor from the class (one query)."""
-    rows = AcceptancePolicy.objects.order_by("resource_class").values_list("resource_class", "gpu_vendor")
-    return ",".join(f"{resource_class}={vendor}" for resource_class, vendor in rows)
-
-
 def agent_environment(*, seed: int, faulty_share: float, time_scale: float) -> dict[str, str]:
     """The simulated executor's settings every demo agent gets (`FLEET_AGENT_*`)."""
     return {
@@ -57,5 +49,4 @@ def agent_environment(*, seed: int, faulty_share: float, time_scale: float) -> d
         "FLEET_AGENT_TIME_SCALE": str(time_scale),
         "FLEET_AGENT_FAULTY_SHARE": str(faulty_share),
         "FLEET_AGENT_FABRIC_FAULTS": ",".join(fabric_fault_members(seed, nvlink_domains())),
-        "FLEET_AGENT_GPU_VENDORS": gpu_vendors(),
     }

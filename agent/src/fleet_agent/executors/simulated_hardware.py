@@ -155,10 +155,10 @@ class SimulatedHardware:
         if platform is None:
             return Reading(None, f"the simulation has no hardware model for {target.resource_class}")
         faults = self.faults_of(target)
-        if part in ("gpu_inventory", "gpu_health", "kernel_log") and target.gpu_vendor != platform.vendor:
-            tool = "amd-smi" if target.gpu_vendor == "amd" else "nvidia-smi"  # the agent reads it as the other vendor's
-            return Reading(None, f"{tool}: command not found (the simulated {target.resource_class} has "
-                                 f"{platform.vendor} GPUs; is its gpu_vendor right?)")  # fmt: skip
+        if part in ("gpu_inventory", "gpu_health") and target.gpu_vendor != platform.vendor:
+            # the agent reads it with the other vendor's tool, which this node does not have
+            return Reading(None, f"command not found (the simulated {target.resource_class} has {platform.vendor} "
+                                 "GPUs; is its class's gpu_vendor right?)")  # fmt: skip
         if platform.vendor == "amd" and part != "ibstat" and part != "dmi":
             return self._amd(part, target, faults, phase, since, until)
         if part in ("gpu_inventory", "gpu_health"):  # nvidia-smi -q -x answers for both
