@@ -10,6 +10,7 @@ from rich.table import Table
 from bench.agents import ConcurrentResult
 from bench.anchor import AnchorRow
 from bench.dashboard import DashboardRow, DashboardScale
+from bench.history import HistoryRow
 from bench.pending import PendingRow
 from bench.reconcile import ReconcileRow
 from bench.rerun import RerunRow
@@ -132,6 +133,54 @@ def reconcile_table(rows: list[ReconcileRow], runs: int) -> Table:
     return table
 
 
+def history_table(rows: list[HistoryRow], runs: int) -> Table:
+    table = _table(
+        "2b. Reconcile at history depth: service, limit 500, every target with an execution carrying `depth` attempts",
+        [
+            "attempts/target",
+            "executions",
+            "repairs",
+            "sweep 1 s",
+            "targets/s",
+            "sweep 2 s",
+            "targets/s",
+            "q/page sweep 1",
+            "q/page sweep 2",
+            "median page ms 1 / 2",
+            "page ms vs depth 1",
+        ],
+    )
+    base = rows[0].row if rows else None
+    for history in rows:
+        row = history.row
+        mark = "*" if row.runs < runs else ""
+        growth = (
+            f"{row.first.median_page_ms / base.first.median_page_ms:.2f} / "
+            f"{row.second.median_page_ms / base.second.median_page_ms:.2f}"
+            if base is not None
+            else "–"
+        )
+        table.add_row(
+            str(history.depth),
+            f"{history.executions:,}",
+            f"{history.repairs:,}",
+            f"{row.first.seconds:.2f}{mark}",
+            _k(row.first.target_count / row.first.seconds),
+            f"{row.second.seconds:.2f}{mark}",
+            _k(row.second.target_count / row.second.seconds),
+            row.first.describe_queries(),
+            row.second.describe_queries(),
+            f"{row.first.median_page_ms:.1f} / {row.second.median_page_ms:.1f}",
+            growth,
+        )
+    table.caption = (
+        "earlier attempts one day apart before each latest: failed, errored, passed, …, each evaluated; from 5 "
+        "attempts on, a repair per device between the third and fourth earlier one (bench/history.py).\n"
+        "page ms vs depth 1: median page time, first / steady sweep, over the same at depth 1."
+    )
+    return table
+
+
 def rerun_table(rows: list[RerunRow], runs: int) -> Table:
     table = _table(
         "3. Rerun planning, mode non_passing (a random selection of the fleet's devices)",
@@ -168,7 +217,12 @@ def anchor_table(rows: list[AnchorRow], runs: int) -> Table:
     return table
 
 
-def ratio_table(upserts: list[UpsertRow], reconciles: list[ReconcileRow], anchors: list[AnchorRow]) -> Table:
+def ratio_table(
+    upserts: list[UpsertRow],
+    reconciles: list[ReconcileRow],
+    anchors: list[AnchorRow],
+    histories: list[HistoryRow] | None = None,
+) -> Table:
     """Each figure over the raw rate of the same kind of write: inserts over raw inserts,
     replacements and no-op passes over raw conflict-updates."""
     temporary, ordinary = anchors
@@ -189,7 +243,7 @@ def ratio_table(upserts: list[UpsertRow], reconciles: list[ReconcileRow], anchor
         if row.batch == 500:
             for mode, kind in zip(MODES, ("insert", "update", "update"), strict=True):
                 add(f"upsert {row.path}, batch 500, {mode}", row.modes[mode].timing.rate(row.items), kind)
-    for row in reconciles:
+    for row in [*reconciles, *(h.row for h in histories or ())]:
         add(f"reconcile {row.path}, limit {row.limit}, sweep 1", row.first.target_count / row.first.seconds, "insert")
         add(f"reconcile {row.path}, limit {row.limit}, sweep 2", row.second.target_count / row.second.seconds, "update")
     return table

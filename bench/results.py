@@ -12,6 +12,7 @@ from typing import Any
 from bench.agents import ConcurrentResult
 from bench.anchor import AnchorRow
 from bench.dashboard import DashboardRow, DashboardScale
+from bench.history import HistoryRow
 from bench.pending import PendingRow
 from bench.reconcile import WITHOUT_CERTIFICATES, ReconcileRow
 from bench.rerun import RerunRow
@@ -39,6 +40,7 @@ def results_build(
     agents: ConcurrentResult | None,
     pages: list[DashboardRow],
     page_scales: list[DashboardScale],
+    histories: list[HistoryRow] | None = None,
 ) -> dict[str, Any]:
     ordinary = next((a for a in anchors if a.table == "ordinary"), None)
     raw_insert = ordinary.insert_rate if ordinary else float("nan")
@@ -149,6 +151,10 @@ def results_build(
         }
     else:
         not_measured.append("dashboard_page_ms_100k")
+    if histories:
+        measured |= _history_figures(histories, raw_insert, raw_update)
+    else:
+        not_measured.append("reconcile_vs_raw_history8")
     return {
         "scale": scale,
         "load_average_start": load[0],
@@ -184,6 +190,40 @@ def results_build(
         **measured,
         "not_measured": not_measured,
     }
+
+
+def _history_figures(histories: list[HistoryRow], raw_insert: float, raw_update: float) -> dict[str, Any]:
+    """Per depth, the first sweep over raw inserts and the steady one over raw conflict-updates (as
+    the ratio table divides them), the median pages; and from the smallest depth to the largest,
+    the first sweep's rate and each sweep's median page time as growth factors."""
+    figures: dict[str, Any] = {}
+    for h in histories:
+        first, second = h.row.first, h.row.second
+        figures[f"reconcile_vs_raw_history{h.depth}"] = round(first.target_count / first.seconds / raw_insert, 3)
+        figures[f"reconcile_steady_vs_raw_history{h.depth}"] = round(
+            second.target_count / second.seconds / raw_update, 3
+        )
+        figures[f"reconcile_steady_speedup_history{h.depth}"] = round(first.seconds / second.seconds, 2)
+    figures["reconcile_history_depths"] = [h.depth for h in histories]
+    figures["reconcile_median_page_ms_by_history"] = {
+        str(h.depth): {
+            "sweep_1": round(h.row.first.median_page_ms, 2),
+            "sweep_2": round(h.row.second.median_page_ms, 2),
+            "executions": h.executions,
+            "repairs": h.repairs,
+        }
+        for h in histories
+    }
+    base, top = histories[0].row, histories[-1].row
+    figures["reconcile_history_first_sweep_rate_ratio"] = round(base.first.seconds / top.first.seconds, 3)
+    figures["reconcile_history_page_time_growth"] = {
+        "sweep_1": round(top.first.median_page_ms / base.first.median_page_ms, 3),
+        "sweep_2": round(top.second.median_page_ms / base.second.median_page_ms, 3),
+    }
+    figures["queries_per_reconcile_page_by_history"] = {
+        str(h.depth): _counts(h.row.first.queries[1:-1] or h.row.first.queries) for h in histories
+    }
+    return figures
 
 
 def results_write(results: dict[str, Any], path: Path) -> None:

@@ -27,7 +27,18 @@ SMALL = 0.2
 RERUN_AT_SCALE = 10_000
 
 #: What `--parts` may name, in the order they run.
-PARTS = ("upsert", "reconcile", "rerun", "anchor", "scale", "pending", "concurrent", "dashboard", "dashboard100k")
+PARTS = (
+    "upsert",
+    "reconcile",
+    "rerun",
+    "anchor",
+    "scale",
+    "pending",
+    "concurrent",
+    "dashboard",
+    "dashboard100k",
+    "history",
+)
 
 
 def _scale(value: str) -> float:
@@ -65,6 +76,12 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         help="executions at the pending feed's larger site (default 1,000,000; 100,000 with --scale small)",
     )
     parser.add_argument(
+        "--history-depths",
+        default="1,8",
+        help="comma-separated attempts per target of the history part's sweeps (default 1,8; the fleet is "
+        "deepened in place, smallest first)",
+    )
+    parser.add_argument(
         "--clients", type=int, default=None, help="agents of the concurrency run (default 50; 10 with --scale small)"
     )
     parser.add_argument(
@@ -95,6 +112,9 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args.dashboard_sizes = (
         tuple(int(n) for n in args.dashboard_devices.split(",")) if args.dashboard_devices else (1_000, 100_000)
     )
+    args.history_depths = tuple(sorted({int(n) for n in args.history_depths.split(",") if n.strip()}))
+    if not args.history_depths or min(args.history_depths) < 1:
+        parser.error("--history-depths: give attempts per target of at least 1, e.g. 1,8")
     args.parts = {p.strip() for p in args.parts.split(",") if p.strip()}
     unknown = args.parts - set(PARTS)
     if unknown:
@@ -159,6 +179,7 @@ def _benchmark(args: argparse.Namespace) -> int:
     from bench.anchor import anchor_measure
     from bench.clients import AgentClient
     from bench.dashboard import dashboard_measure, dashboard_scale_measure
+    from bench.history import history_measure
     from bench.pending import DEFAULT_SIZES as PENDING_SIZES
     from bench.pending import pending_measure
     from bench.reconcile import reconcile_fill, reconcile_measure
@@ -167,6 +188,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         anchor_table,
         dashboard_scale_table,
         dashboard_table,
+        history_table,
         machine_print,
         pending_table,
         ratio_table,
@@ -247,6 +269,12 @@ def _benchmark(args: argparse.Namespace) -> int:
         if "dashboard100k" in parts
         else []
     )
+    # Last: it deepens the bench fleet's history in place, which every part above reads as built.
+    histories = (
+        history_measure(fleet, depths=args.history_depths, runs=args.runs, progress=progress)
+        if "history" in parts
+        else []
+    )
     elapsed = time.perf_counter() - started
     load.append(os.getloadavg()[0])
 
@@ -257,11 +285,13 @@ def _benchmark(args: argparse.Namespace) -> int:
         tables.append(upsert_table(upserts, args.runs))
     if reconciles:
         tables.append(reconcile_table(reconciles, args.runs))
+    if histories:
+        tables.append(history_table(histories, args.runs))
     if reruns:
         tables.append(rerun_table(reruns, args.runs))
     if anchors:
         tables.append(anchor_table(anchors, args.runs))
-        tables.append(ratio_table(upserts, reconciles, anchors))
+        tables.append(ratio_table(upserts, reconciles, anchors, histories))
     if scales:
         tables.append(scale_table(scales))
     if pendings:
@@ -286,6 +316,7 @@ def _benchmark(args: argparse.Namespace) -> int:
         agents=agents,
         pages=pages,
         page_scales=page_scales,
+        histories=histories,
     )
     results["fleet_devices"] = len(fleet.device_ids)  # the dashboard's and the rerun table's fleet
     results_write(results, args.results)
@@ -300,6 +331,7 @@ def _benchmark(args: argparse.Namespace) -> int:
             *pendings,
             *pages,
             *page_scales,
+            *histories,
             *([agents] if agents else []),
         )
         for p in row.problems

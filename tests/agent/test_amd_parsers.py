@@ -144,6 +144,18 @@ def test_rccl_tests_in_node_and_two_node_tables():
     assert two["avg_busbw_gbps"] == {"value": 92.3318, "unit": "GB/s"}
 
 
+def test_a_cut_rccl_tests_log_is_refused_not_read_at_the_largest_size_it_reached():
+    """A log cut mid-table (an ssh that dropped) printed rows up to 64 MiB only: its busbw there (271 GB/s) is
+    not the run's; rccl-tests always ends with its `# Avg bus bandwidth` footer."""
+    with pytest.raises(ParseError, match="cut before its footer"):
+        parser_for("rccl-tests")(read("rccl_tests_develop_a7809b3_mi300x_8gpu_truncated.txt"))
+
+
+def test_amd_smi_metric_cut_mid_document_is_refused():
+    with pytest.raises(ParseError, match="malformed or truncated"):
+        parser_for("amd-smi-metric")(read("amd_smi_metric_rocm7_mi300x_truncated.json"))
+
+
 def test_rccl_tests_hip_failure_and_a_table_without_wrong_column_are_refused():
     with pytest.raises(ParseError, match="Test HIP failure"):
         parser_for("rccl-tests")(read("rccl_tests_hip_failure.txt"))

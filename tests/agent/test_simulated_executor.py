@@ -296,8 +296,8 @@ def test_an_errored_share_errors_about_that_fraction_of_runs() -> None:
             "simulated executor has no model for test gpu-burn",
         ),
         (
-            TestRun("gpu-diag", "dcgm-diag", {}, (target("d1", "gpu.mi300x.8x"),)),
-            "no model for resource class gpu.mi300x.8x",
+            TestRun("gpu-diag", "dcgm-diag", {}, (target("d1", "gpu.mi325x.8x"),)),
+            "no model for resource class gpu.mi325x.8x",
         ),
         (TestRun("gpu-diag", "dcgm-diag", {}, (target("d1", H200), target("d2", H200))), "runs on one device, got 2"),
         (TestRun("rack-nccl", MULTINODE_TEST, {}, ()), "was given no targets"),

@@ -327,7 +327,10 @@ def test_a_failure_the_device_and_the_evidence_open_the_metric_picture_at_their_
     visit.sign_in("viewer")
     visit.go("/sites/lon-1/failures/?order=target", "failures-before-picture")
     page.click('tr[data-target="a00-n00"] a.metric-link')
-    page.wait_for_url(re.compile(r"/sites/lon-1/metrics/hbm-bandwidth/\?highlight=a00-n00$"))
+    # The failure's link opens on its failing metric's picture (0f5623a): the metric and its anchor.
+    page.wait_for_url(
+        re.compile(r"/sites/lon-1/metrics/hbm-bandwidth/\?highlight=a00-n00&metric=hbm_bandwidth_tbps\.min#m-")
+    )
     visit.shoot("picture-from-failure")
     ring = page.locator('circle.pt-highlight[data-target="a00-n00"]')
     assert ring.count() == 1 and ring.is_visible()
@@ -337,7 +340,7 @@ def test_a_failure_the_device_and_the_evidence_open_the_metric_picture_at_their_
 
     visit.go("/sites/lon-1/devices/a00-n01/", "device-before-picture")
     page.click('table.requirements tr[data-requirement="hbm-bandwidth"] a.metric-link')
-    page.wait_for_url(re.compile(r"\?highlight=a00-n01$"))
+    page.wait_for_url(re.compile(r"\?highlight=a00-n01(&metric=[\w.]+#[\w.-]+)?$"))
     visit.shoot("picture-from-device")
     assert page.locator('circle.pt-highlight[data-target="a00-n01"]').is_visible()
     assert "a00-n01" in page.locator("text.pt-label-highlight").all_text_contents()

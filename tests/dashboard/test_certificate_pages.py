@@ -4,6 +4,7 @@ printable view; the site page counts certified devices and shows time to accept.
 from __future__ import annotations
 
 from fleet.burnin.models import AcceptanceCertificate
+from fleet_rules.gpu_vendors import gpus_in_words
 from tests.dashboard.conftest import VIEWER
 
 
@@ -23,6 +24,9 @@ def test_the_device_page_shows_the_valid_certificate_and_links_a_printable_view(
     assert "✓ Valid" in printable and certificate.signature in printable and certificate.sha256 in printable
     assert "hbm_bandwidth_tbps.min ≥ 3.6 TB/s" in printable and "rack-nccl" in printable
     assert "<nav>" not in printable  # a page to print: no dashboard chrome
+    bound = (certificate.document.get("fingerprint") or {}).get("inventory")
+    gpus = gpus_in_words(bound) or "— no fingerprint bound"
+    assert f'<td class="gpus">{gpus}</td>' in printable  # whose GPUs it binds
 
     failing = text(viewer.get("/sites/lon-1/devices/a00-n00/"))
     assert "No valid certificate" in failing

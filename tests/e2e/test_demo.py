@@ -9,7 +9,7 @@ import sys
 import pytest
 from django.conf import global_settings
 
-from fleet.burnin.models import PolicyProgress, TestExecution
+from fleet.burnin.models import FingerprintSnapshot, PolicyProgress, TestExecution
 from fleet.burnin.reads.device import repair_checks
 from fleet.jobs.models import JobDevice
 from fleet.lifecycle.models import DeviceStateChange, Repair
@@ -105,6 +105,15 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     verdicts = set(PolicyProgress.objects.values_list("verdict", flat=True))
     assert "passed" in verdicts
     assert TestExecution.objects.filter(status="completed").count() > 50
+    # The AMD rack burns in beside the NVIDIA ones, with AMD's tools, read by the real parsers.
+    amd = TestExecution.objects.filter(device__resource_class="gpu.mi300x.8x", status="completed")
+    assert {"rvs-stress", "transferbench-a2a", "rccl-all-reduce", "health-window"} <= set(
+        amd.values_list("requirement__test", flat=True)
+    )
+    window = amd.filter(requirement__test="health-window").first()
+    assert window is not None and "amdgpu_ras_fatal_count" in window.metrics and "xid_fatal_count" not in window.metrics
+    snapshot = FingerprintSnapshot.objects.filter(device__resource_class="gpu.mi300x.8x").first()
+    assert snapshot is not None and snapshot.inventory["gpus"][0]["product_name"] == "AMD Instinct MI300X"
     assert not TestExecution.objects.filter(status="running").exists(), "shutdown left an execution running"
     assert not JobDevice.objects.filter(active=True, job__status="running").exists()
     assert "Traceback" not in result.stderr

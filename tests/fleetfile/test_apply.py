@@ -48,14 +48,14 @@ def database_snapshot() -> dict[str, int]:
 
 def test_applying_the_example_twice_changes_nothing_the_second_time(db):
     first = apply_text(EXAMPLE.read_text())
-    assert first.counts["devices"].created == 35
-    assert first.counts["policies"].created == 2
+    assert first.counts["devices"].created == 39
+    assert first.counts["policies"].created == 3
     before = versions()
     second = apply_text(EXAMPLE.read_text())
     assert not second.changed
     assert all(c.created == c.updated == c.removed == 0 for c in second.counts.values())
-    assert second.counts["devices"].unchanged == 35
-    assert versions() == before == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 1}
+    assert second.counts["devices"].unchanged == 39
+    assert versions() == before == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 1, "gpu.mi300x.8x": 1}
 
 
 def test_changing_one_threshold_bumps_only_that_policy_once(db):
@@ -63,11 +63,11 @@ def test_changing_one_threshold_bumps_only_that_policy_once(db):
     changed = EXAMPLE.read_text().replace("threshold: 431}", "threshold: 440}")
     assert changed != EXAMPLE.read_text()
     summary = apply_text(changed)
-    assert versions() == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 2}
+    assert versions() == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 2, "gpu.mi300x.8x": 1}
     assert summary.counts["thresholds"].updated == 1
     assert summary.policy_versions == {"gpu.h200.8x": (1, 2)}
     apply_text(changed)
-    assert versions() == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 2}
+    assert versions() == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 2, "gpu.mi300x.8x": 1}
 
 
 def test_several_changes_to_one_policy_are_one_version(db):
@@ -111,7 +111,7 @@ def test_parameter_profile_changes_do_not_bump_versions(db):
     apply_text(EXAMPLE.read_text())
     summary = apply_text(EXAMPLE.read_text().replace("parameters: {duration_s: 120}", "parameters: {duration_s: 180}"))
     assert summary.counts["parameter_profiles"].updated == 2
-    assert versions() == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 1}
+    assert versions() == {"gpu.gb200.nvl72": 1, "gpu.h200.8x": 1, "gpu.mi300x.8x": 1}
 
 
 BROKEN = """
@@ -196,7 +196,7 @@ def test_invalid_yaml_is_reported_with_its_line(db):
 
 def test_dry_run_reports_the_summary_and_writes_nothing(db):
     summary = apply_text(EXAMPLE.read_text(), dry_run=True)
-    assert summary.counts["devices"].created == 35
+    assert summary.counts["devices"].created == 39
     assert Device.objects.count() == 0 and AcceptancePolicy.objects.count() == 0
     out = io.StringIO()
     call_command("apply", "-f", str(EXAMPLE), "--dry-run", stdout=out)
@@ -304,7 +304,7 @@ def test_export_to_a_file_says_what_it_wrote_and_refuses_an_unwritable_path(db, 
     out = io.StringIO()
     call_command("export", "-o", str(target), stdout=out)
     assert out.getvalue().strip() == (
-        f"Wrote {target}: 1 site(s), 35 device(s), 2 policy(ies), 15 parameter profile(s)."
+        f"Wrote {target}: 1 site(s), 39 device(s), 3 policy(ies), 20 parameter profile(s)."
     )
     assert parse_text(target.read_text())  # what it wrote is a fleet file
     with pytest.raises(CommandError, match="cannot write"):

@@ -6,7 +6,8 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fleet.policies.models import ThresholdRule
+from fleet.policies.models import AcceptancePolicy, ThresholdRule
+from fleet_rules.vocabulary import GpuVendor
 
 
 @pytest.fixture
@@ -143,3 +144,7 @@ def test_a_satellites_reconcile_scopes_include_its_topologies_and_leftover_rows(
     assert classes("sat-r") == ["gpu.b300.8x", "gpu.h200.8x"]
     assert classes("sat-d") == ["gpu.gb200.nvl72", "gpu.h200.8x"]
     assert Requirement.objects.count() == 1
+    # each class's GPU vendor as its policy declares it: the agent reads the devices' hardware by it
+    AcceptancePolicy.objects.filter(resource_class="gpu.b300.8x").update(gpu_vendor=GpuVendor.AMD)
+    url = "/api/v1/satellites/resource-classes/?site_slug=lon-1&satellite_name=sat-r"
+    assert client.get(url).json()["gpu_vendors"] == {"gpu.b300.8x": "amd"}  # gpu.h200.8x has no policy here

@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
             "--health-faults",
             help="Simulated: host:kind[=code],… (xid, ecc, remap, slowdown) that only the health-window test sees",
         )
+        sub.add_argument(
+            "--gpu-vendors", help="Who made each class's GPUs: gpu.mi300x.8x=amd,… (FLEET_AGENT_GPU_VENDORS)"
+        )
         sub.add_argument("--concurrency", type=int, help="Jobs run at once (FLEET_AGENT_CONCURRENCY)")
         sub.add_argument("--state-dir", help="Where the agent keeps crash-recovery state")
         sub.add_argument("--config", help="A TOML or YAML file with the same keys")

@@ -166,10 +166,18 @@ class FleetClient:
         )
 
     def resource_classes(self, site: str, satellite: str) -> list[str]:
-        body = self.request(
-            "GET", "/api/v1/satellites/resource-classes/", params={"site_slug": site, "satellite_name": satellite}
+        return self.satellite_classes(site, satellite)[0]
+
+    def satellite_classes(self, site: str, satellite: str) -> tuple[list[str], dict[str, str]]:
+        """The satellite's resource classes, and each one's GPU vendor as its policy declares it."""
+        body = _object(
+            self.request(
+                "GET", "/api/v1/satellites/resource-classes/", params={"site_slug": site, "satellite_name": satellite}
+            )
         )
-        return [str(rc) for rc in _object(body)["resource_classes"]]
+        vendors = body.get("gpu_vendors")
+        vendors = vendors if isinstance(vendors, dict) else {}
+        return [str(rc) for rc in body["resource_classes"]], {str(k): str(v) for k, v in vendors.items()}
 
     def claim(self, site: str, satellite: str, capacity: int) -> list[JsonObject]:
         """Not idempotent (a lost answer leaves jobs leased to nobody until their lease expires),

@@ -58,6 +58,11 @@ class AgentConfig:
     # How the command and Slurm executors read the device's hardware (file only): nvidia_smi, ibstat, dmi, kernel_log,
     # kernel_log_fallback → a command template (or {template, timeout}).
     hardware_commands: dict[str, Any] = field(default_factory=dict)
+    # Who made each resource class's GPUs (class → nvidia | amd), pinned for this satellite: which tools read a
+    # device's inventory, health and kernel log. A class not listed: its policy's `gpu_vendor` at the service, else
+    # the simulated executor's own model, else NVIDIA (fleet_agent.targets). From the environment or a flag:
+    # `gpu.mi300x.8x=amd,…`.
+    gpu_vendors: dict[str, Any] = field(default_factory=dict)
     # Send the inventory (and the health window's evidence) with execution reports.
     report_hardware: bool = True
     # The inventory sweep (fleet_agent.inventory_sweep): read accepted and in-service devices' hardware every
@@ -108,6 +113,12 @@ class AgentConfig:
                 parse_health_faults(self.health_faults)
             except ValueError as exc:
                 raise ConfigError(str(exc)) from exc
+        from fleet_agent.gpus import GPU_VENDORS
+
+        for resource_class, vendor in self.gpu_vendors.items():
+            if vendor not in GPU_VENDORS:
+                known = ", ".join(GPU_VENDORS)
+                raise ConfigError(f"gpu_vendors.{resource_class}: {vendor!r} is not a GPU vendor (known: {known})")
         if self.node_gate and self.executor != "slurm":
             raise ConfigError(f"node_gate: needs the slurm executor, not {self.executor}")
         if self.node_gate_interval <= 0:
@@ -155,16 +166,37 @@ def _coerce(name: str, value: Any) -> Any:
                 raise ValueError(text)
             return text in _TRUE
         if kind.startswith("dict"):
+            if name in _PAIRS and isinstance(value, str):
+                return _pairs(name, value)
             if not isinstance(value, dict):
                 raise ConfigError(f"{name}: must be a table/mapping")
             return value
         return str(value)
+    except ConfigError:
+        raise
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{name}: {value!r} is not a valid {kind}") from exc
 
 
 def _is_table(name: str) -> bool:
-    return {f.name: f.type for f in fields(AgentConfig)}[name].startswith("dict")
+    """A table only a file can give (`gpu_vendors` also comes as `key=value,…` from a flag or the environment)."""
+    return {f.name: f.type for f in fields(AgentConfig)}[name].startswith("dict") and name not in _PAIRS
+
+
+#: Tables that a flag or the environment may give as `key=value,…`.
+_PAIRS = frozenset({"gpu_vendors"})
+
+
+def _pairs(name: str, text: str) -> dict[str, str]:
+    table: dict[str, str] = {}
+    for entry in (part.strip() for part in text.split(",")):
+        if not entry:
+            continue
+        key, equals, value = entry.partition("=")
+        if not equals or not key.strip() or not value.strip():
+            raise ConfigError(f"{name}: {entry!r} is not <resource_class>=<vendor>")
+        table[key.strip()] = value.strip()
+    return table
 
 
 #: The service's rule for YAML (fleet.core.yamlfiles), in the agent's own code (it imports nothing

@@ -21,7 +21,7 @@ from typing import Any
 from fleet_agent.client import FleetClient
 from fleet_agent.executors.base import Target
 from fleet_agent.executors.hardware import HardwareSource, collect_inventory
-from fleet_agent.gpus import gpu_vendor
+from fleet_agent.gpus import DEFAULT_GPU_VENDOR, gpu_vendor
 from fleet_agent.node_gate import node_states
 
 logger = logging.getLogger("fleet_agent.inventory_sweep")
@@ -44,12 +44,16 @@ class SweepReport:
     failed_batches: int = 0
 
 
-def swept_devices(states: Sequence[dict[str, Any]]) -> list[Target]:
-    """The devices the sweep reads: accepted or in service, as targets."""
+def swept_devices(
+    states: Sequence[dict[str, Any]], vendor_of: Callable[[str], str] = lambda _: DEFAULT_GPU_VENDOR
+) -> list[Target]:
+    """The devices the sweep reads: accepted or in service, as targets whose GPUs `vendor_of` their class made
+    (`amd-smi static` reads an AMD node's)."""
     return [
-        Target(str(item["device_id"]), str(item["hostname"]), str(item.get("resource_class") or ""))
+        Target(str(item["device_id"]), str(item["hostname"]), rc, vendor_of(rc))
         for item in states
         if item.get("state") in SWEPT_STATES
+        for rc in (str(item.get("resource_class") or ""),)
     ]
 
 
@@ -74,12 +78,13 @@ def inventory_sweep(
     satellite: str,
     batch: int = BATCH,
     stopping: Callable[[], bool] = lambda: False,
+    vendor_of: Callable[[str], str] = lambda _: DEFAULT_GPU_VENDOR,
 ) -> SweepReport:
     report = SweepReport()
     if source is None:
         logger.info("inventory sweep: this executor reads no hardware; nothing swept")
         return report
-    targets = swept_devices(node_states(client, site, satellite))
+    targets = swept_devices(node_states(client, site, satellite), vendor_of)
     report.devices = len(targets)
     pending: list[dict[str, Any]] = []
     for target in targets:

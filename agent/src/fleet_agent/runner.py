@@ -20,13 +20,14 @@ from typing import Any
 from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
-from fleet_agent.executors.base import ERRORED, Executor, Resumable, Target, TestOutcome, TestRun
+from fleet_agent.executors.base import ERRORED, Executor, Resumable, TestOutcome, TestRun
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, collect_inventory, health_snapshot
 from fleet_agent.executors.snapshot import HealthSnapshot
 from fleet_agent.gpus import gpu_vendor
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
+from fleet_agent.targets import GpuVendorBook, device_target
 from fleet_rules.evaluator import evaluate
 
 logger = logging.getLogger("fleet_agent")
@@ -99,6 +100,8 @@ class Agent:
     ) -> None:
         self.config, self.client, self.executor, self.state = config, client, executor, state
         self.gate = gate  # the Slurm node gate, when `node_gate` is on
+        ask = lambda: client.satellite_classes(config.site, config.satellite)[1]  # noqa: E731 - the service's answer
+        self.vendor_of = GpuVendorBook(config.gpu_vendors, executor=executor, ask=ask)  # who made a class's GPUs
         self._stop = threading.Event()
 
     # --- lifecycle ------------------------------------------------------------------------------
@@ -308,6 +311,7 @@ class Agent:
             site=self.config.site,
             satellite=self.config.satellite,
             stopping=lambda: self.stopping,
+            vendor_of=self.vendor_of,
         )
 
     # --- heartbeat ------------------------------------------------------------------------------
@@ -378,8 +382,7 @@ class Agent:
         source: HardwareSource | None = getattr(self.executor, "hardware", None)
         if source is None or job["workflow_name"] == MULTI_NODE or not job["devices"]:
             return JobHardware()
-        device = job["devices"][0]
-        target = Target(device["id"], device["hostname"], device["resource_class"])
+        target = device_target(job["devices"][0], self.vendor_of)
         since = datetime.now(UTC)
         inventory = before = None
         window = any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements)
@@ -419,7 +422,7 @@ class Agent:
         hardware = hardware or JobHardware()
         devices = job["devices"]
         multi = job["workflow_name"] == MULTI_NODE
-        targets = tuple(Target(d["id"], d["hostname"], d["resource_class"]) for d in devices)
+        targets = tuple(device_target(device, self.vendor_of) for device in devices)
         target_id = job["topology"]["id"] if multi else devices[0]["id"]
         execution_id = execution_id_for(job["id"], requirement["name"], target_id)
         base = {

@@ -27,7 +27,7 @@ from fleet_rules.certificates import timestamp
 from fleet_rules.evidence import measured
 from fleet_rules.fingerprint import Change
 from fleet_rules.health_evidence import health_read
-from fleet_rules.vocabulary import ExecutionStatus, Verdict
+from fleet_rules.vocabulary import ExecutionStatus, GpuVendor, Verdict
 
 #: The `format` member of every manifest; a verifier refuses any other.
 FORMAT = "fleet-burnin/evidence-pack/v1"
@@ -77,6 +77,8 @@ class PackPolicy:
     version: int
     #: Attempts count from here (the policy's last version change); None: since always.
     version_changed_at: datetime | None
+    #: Who made the class's GPUs: whose tools measured the evidence, and whom the pack goes to.
+    gpu_vendor: str = GpuVendor.NVIDIA
 
 
 @dataclass(frozen=True)
@@ -383,6 +385,7 @@ def manifest(
             "resource_class": policy.resource_class,
             "version": policy.version,
             "attempts_counted_since": timestamp(policy.version_changed_at),
+            "gpu_vendor": policy.gpu_vendor,
         },
         "state_history": {
             "count": history_total,

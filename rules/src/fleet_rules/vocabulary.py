@@ -323,6 +323,13 @@ class ThrottleReason(Vocabulary):
     SW_THERMAL_SLOWDOWN = "sw_thermal_slowdown"
 
 
+class GpuVendor(Vocabulary):
+    """Who made a resource class's GPUs: which tools burn it in and read its hardware (`fleet_rules.gpu_vendors`)."""
+
+    NVIDIA = "nvidia"  # DCGM, nccl-tests, nvbandwidth, nvidia-smi, Xid/SXid
+    AMD = "amd"  # ROCm Validation Suite, rccl-tests, TransferBench, amd-smi, amdgpu RAS events
+
+
 # --- hardware fingerprints -----------------------------------------------------------------------
 
 

@@ -14,6 +14,7 @@ from fleet.core.exceptions import NotFoundError
 from fleet.inventory.identity import Actor, ensure_site_allowed
 from fleet.inventory.models import Device, Satellite, Site
 from fleet.lifecycle.models import Repair
+from fleet.policies.models import AcceptancePolicy
 from fleet_rules.vocabulary import Verdict
 
 
@@ -131,6 +132,15 @@ def satellite_resource_classes(satellite: Satellite) -> list[str]:
     )
     projected = PolicyProgress.objects.filter(satellite=satellite).values_list("resource_class", flat=True)
     return sorted(set(managed.order_by().union(in_topologies.order_by(), projected.order_by())))
+
+
+def gpu_vendors(resource_classes: list[str]) -> dict[str, str]:
+    """Each of these classes' GPU vendor, as its policy declares it (one query; a class without a policy is
+    left out): what the agent reads a device's hardware with."""
+    rows = AcceptancePolicy.objects.filter(resource_class__in=resource_classes).values_list(
+        "resource_class", "gpu_vendor"
+    )
+    return dict(rows.order_by("resource_class"))
 
 
 def execution_get(*, execution_id: UUID, actor: Actor) -> TestExecution:

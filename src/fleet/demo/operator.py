@@ -69,6 +69,9 @@ class DemoOperator:
         entered = (
             repair_entries()
             .filter(device__state=DeviceState.NEEDS_REPAIR, at__lte=due)
+            # a job that held it before it went to repair read the old hardware and still reports it: the
+            # technician waits for it to end, as one never pulls a node mid-job
+            .exclude(device__job_devices__active=True)
             .select_related("device__site", "device__satellite")
             .order_by("device_id", "-at", "-id")
             .distinct("device_id")

@@ -2,7 +2,7 @@
 
 Validation happens before any write (the document, then its references to the database); the
 writes run in one transaction. A policy's version rises once when anything that judges devices
-changed (requirements, thresholds, overrides, parameter constraints), never otherwise.
+changed (GPU vendor, requirements, thresholds, overrides, parameter constraints), never otherwise.
 """
 
 from __future__ import annotations
@@ -442,7 +442,7 @@ class _Applier:
     def apply_policy(self, decl: PolicyDecl) -> None:
         existing = AcceptancePolicy.objects.filter(resource_class=decl.resource_class).first()
         created = existing is None
-        settings = asdict(decl.lifecycle)
+        settings = asdict(decl.lifecycle) | {"gpu_vendor": decl.gpu_vendor}  # written as the lifecycle settings
         if existing is None:
             policy = AcceptancePolicy.objects.create(
                 resource_class=decl.resource_class, description=decl.description, **settings
@@ -455,7 +455,7 @@ class _Applier:
         for rule in ThresholdRule.objects.filter(requirement__policy=policy):
             rules_by_requirement[rule.requirement_id][(rule.metric, rule.statistic, rule.site_id)] = rule
 
-        judged_change = False
+        judged_change = policy.gpu_vendor != decl.gpu_vendor  # other GPUs, other tools: the old evidence judges none
         for req_decl in decl.requirements:
             requirement = requirements.get(req_decl.name)
             judged_change |= self.apply_requirement(policy, requirement, req_decl, rules_by_requirement)

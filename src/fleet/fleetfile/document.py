@@ -19,12 +19,14 @@ from fleet.fleetfile.units import read_metric_units
 from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
+from fleet_rules.gpu_vendors import DEFAULT_GPU_VENDOR, vendor_of_metric, vendor_of_test, wrong_vendor
 from fleet_rules.lifecycle import BREAKER_SHARE, BREAKER_WINDOW, REPAIR_AFTER_FAILURES
 from fleet_rules.vocabulary import (
     RACK_ACCEPTANCE,
     Comparator,
     ConstraintOperator,
     DeviceState,
+    GpuVendor,
     RequirementScope,
     TopologyUnit,
 )
@@ -78,6 +80,8 @@ class PolicyDecl:
     description: str
     requirements: list[RequirementDecl]
     lifecycle: LifecycleDecl = LifecycleDecl()
+    #: Who made the class's GPUs: its requirements may name only that vendor's tests and health metrics.
+    gpu_vendor: GpuVendor = DEFAULT_GPU_VENDOR
 
 
 @dataclass
@@ -172,6 +176,12 @@ def _read_document(r: Reader, raw: Any) -> FleetDocument:
         "name",
         "parameter profile (resource_class, test, name)",
     )
+    vendors = {p.resource_class: p.gpu_vendor for w, p in policies if not r.has_problem_at(f"{w}.gpu_vendor")}
+    for w, profile in profiles:
+        vendor = vendors.get(profile.resource_class)
+        why = wrong_vendor("test", profile.test, vendor_of_test(profile.test), vendor) if vendor else None
+        if why is not None:
+            r.problem(f"{w}.test", why)
     return FleetDocument(
         sites=[s for _, s in sites],
         policies=[p for _, p in policies],
@@ -294,19 +304,37 @@ def _hostname(r: Reader, m: dict[str, Any], where: str) -> str:
 
 
 def _read_policy(r: Reader, where: str, raw: Any) -> PolicyDecl | None:
-    m = r.mapping(raw, where, {"resource_class", "description", "requirements", "lifecycle"})
+    m = r.mapping(raw, where, {"resource_class", "description", "gpu_vendor", "requirements", "lifecycle"})
     if m is None:
         return None
     requirements = _present(
         [(w, _read_requirement(r, w, item)) for w, item in r.items(m, "requirements", where, required=True)]
     )
     _check_unique(r, [(w, q.name) for w, q in requirements], "name", "requirement")
+    vendor = r.string(m, "gpu_vendor", where, required=False, default=DEFAULT_GPU_VENDOR, choices=GpuVendor.values)
+    known = vendor in GpuVendor.values  # else already a problem: no vendor to check the tests against
+    gpu_vendor = GpuVendor(vendor) if known else DEFAULT_GPU_VENDOR
+    for at, requirement in requirements if known else ():
+        _check_vendor(r, at, requirement, gpu_vendor)
     return PolicyDecl(
         resource_class=r.string(m, "resource_class", where, max_length=255),
         description=r.string(m, "description", where, required=False, default="") or "",
         requirements=[q for _, q in requirements],
         lifecycle=_read_lifecycle(r, f"{where}.lifecycle", m.get("lifecycle")),
+        gpu_vendor=gpu_vendor,
     )
+
+
+def _check_vendor(r: Reader, where: str, requirement: RequirementDecl, vendor: GpuVendor) -> None:
+    """A requirement of a class names only its vendor's tests and health metrics (`fleet_rules.gpu_vendors`):
+    another vendor's tool is not on the node, and another vendor's metric is never measured."""
+    why = wrong_vendor("test", requirement.test, vendor_of_test(requirement.test), vendor)
+    if why is not None:
+        r.problem(f"{where}.test", why)
+    for index, threshold in enumerate(requirement.thresholds):
+        why = wrong_vendor("metric", threshold.metric, vendor_of_metric(threshold.metric), vendor)
+        if why is not None:
+            r.problem(f"{where}.thresholds[{index}].metric", why)
 
 
 def _read_lifecycle(r: Reader, where: str, raw: Any) -> LifecycleDecl:

@@ -16,6 +16,7 @@ from fleet.fleetfile.document import LifecycleDecl
 from fleet.fleetfile.durations import duration_text
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requirement, ThresholdRule
+from fleet_rules.gpu_vendors import DEFAULT_GPU_VENDOR
 
 
 def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
@@ -106,6 +107,8 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
         entry = {"resource_class": policy.resource_class}
         if policy.description:
             entry["description"] = policy.description
+        if policy.gpu_vendor != DEFAULT_GPU_VENDOR:
+            entry["gpu_vendor"] = policy.gpu_vendor
         entry["requirements"] = requirements[policy.id]
         lifecycle = _lifecycle(policy)
         if lifecycle:

@@ -19,6 +19,10 @@ class Reader:
     def problem(self, where: str, message: str) -> None:
         self.problems.append((where, message))
 
+    def has_problem_at(self, where: str) -> bool:
+        """Whether `where` already has a problem (a value later checks should not judge again)."""
+        return any(at == where for at, _ in self.problems)
+
     def mapping(self, value: Any, where: str, allowed: set[str]) -> dict[str, Any] | None:
         if not isinstance(value, dict):
             self.problem(where, f"must be a mapping, got {type_name(value)}")

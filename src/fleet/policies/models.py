@@ -9,8 +9,9 @@ from django.db.models import CharField, F, Func, Q
 from django.db.models.lookups import In
 
 from fleet.core.models import TimeStamped, choices_check, new_uuid
+from fleet_rules.gpu_vendors import DEFAULT_GPU_VENDOR
 from fleet_rules.lifecycle import BREAKER_SHARE, BREAKER_WINDOW, REPAIR_AFTER_FAILURES
-from fleet_rules.vocabulary import RACK_ACCEPTANCE, Comparator, RequirementScope, TopologyUnit
+from fleet_rules.vocabulary import RACK_ACCEPTANCE, Comparator, GpuVendor, RequirementScope, TopologyUnit
 
 GATE_PATTERN = r"^[a-z0-9][a-z0-9._-]*$"
 #: A requirement may demand at most this many consecutive passes (each is a full rerun).
@@ -24,6 +25,12 @@ class AcceptancePolicy(TimeStamped):
     id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
     resource_class = models.CharField(max_length=255, unique=True)
     description = models.TextField(blank=True, default="")
+    gpu_vendor = models.CharField(
+        max_length=16,
+        choices=GpuVendor.choices,
+        default=DEFAULT_GPU_VENDOR,
+        help_text="Who made the class's GPUs: which vendor's tests its requirements name (fleet_rules.gpu_vendors).",
+    )
     version = models.PositiveIntegerField(default=1)
     version_changed_at = models.DateTimeField(
         null=True,
@@ -51,6 +58,7 @@ class AcceptancePolicy(TimeStamped):
         verbose_name_plural = "acceptance policies"
         constraints = [
             models.CheckConstraint(condition=Q(version__gte=1), name="policies_policy_version_positive"),
+            choices_check("gpu_vendor", GpuVendor, "policies_policy_gpu_vendor_valid"),
             models.CheckConstraint(
                 condition=Q(breaker_share__gt=0, breaker_share__lte=1), name="policies_policy_breaker_share_range"
             ),

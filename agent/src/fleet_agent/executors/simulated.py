@@ -41,12 +41,22 @@ from typing import Any
 
 from fleet_agent.executors.base import COMPLETED, WORKFLOWS, Target, TestOutcome, TestRun, errored, utc_now
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, health_window
+from fleet_agent.executors.simulated_amd import (
+    AMD_CLASSES,
+    AMD_CRASH_TEXTS,
+    AMD_FAULT_MODES,
+    AMD_MULTINODE_TEST,
+    AMD_TESTS,
+    run_amd_test,
+)
 from fleet_agent.executors.simulated_hardware import HealthFault, SimulatedHardware
 from fleet_agent.parsers.nvbandwidth import metric_for_testcase
 
 __all__ = ["FAULT_MODES", "MODELLED_TESTS", "RESOURCE_CLASSES", "Fault", "SimulatedExecutor"]
 
 MULTINODE_TEST = "nccl-all-reduce-multinode"
+#: The collectives across a topology, of either vendor.
+MULTINODE_TESTS = frozenset({MULTINODE_TEST, AMD_MULTINODE_TEST})
 
 FAULT_MODES: Mapping[str, frozenset[str]] = {
     "hbm_degraded": frozenset({"hbm-bandwidth"}),
@@ -57,6 +67,7 @@ FAULT_MODES: Mapping[str, frozenset[str]] = {
     "hca_degraded": frozenset({"ib-write-bw", MULTINODE_TEST}),
 }
 _MODE_ORDER = tuple(FAULT_MODES)
+_AMD_MODE_ORDER = tuple(AMD_FAULT_MODES)
 
 MODELLED_TESTS: tuple[str, ...] = (
     "dcgm-diag",
@@ -67,6 +78,7 @@ MODELLED_TESTS: tuple[str, ...] = (
     "ib-write-bw",
     MULTINODE_TEST,
     HEALTH_WINDOW_TEST,
+    *AMD_TESTS,
 )
 
 _DEFAULT_TESTCASES = ("host_to_device_memcpy_ce", "device_to_host_memcpy_ce", "device_to_device_memcpy_write_ce")
@@ -194,6 +206,9 @@ class SimulatedExecutor:
         self.fabric_faults = frozenset(fabric_faults)
         self.repairs_file = repairs_file
         self.hardware = SimulatedHardware(health_faults, swaps_file)
+        #: The vendor of each simulated resource class's GPUs (what the agent reads them with when its
+        #: configuration does not say).
+        self.gpu_vendors = dict.fromkeys(RESOURCE_CLASSES, "nvidia") | dict.fromkeys(AMD_CLASSES, "amd")
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: the simulation models single-node tests and collectives."""
@@ -202,16 +217,19 @@ class SimulatedExecutor:
     def fault_of(self, device: str | Target) -> Fault | None:
         """The device's fault under this seed, or None for a healthy (or repaired) device. Keyed on
         its hostname, never its id: ids are new each time a fleet is applied to an empty database,
-        and the same seed must play the same fleet after a reset."""
+        and the same seed must play the same fleet after a reset. An AMD device (a `Target` of an AMD
+        class) has one of the AMD modes; a hostname alone is read as an NVIDIA device's."""
         name = device.hostname if isinstance(device, Target) else device
         if self._unit("faulty", name) >= self.faulty_share or self._is_repaired(device):
             return None
-        mode = _MODE_ORDER[int(self._unit("mode", name) * len(_MODE_ORDER))]
+        amd = isinstance(device, Target) and device.resource_class in AMD_CLASSES
+        modes, order = (AMD_FAULT_MODES, _AMD_MODE_ORDER) if amd else (FAULT_MODES, _MODE_ORDER)
+        mode = order[int(self._unit("mode", name) * len(order))]
         return Fault(
             device=name,
             mode=mode,
             permanent=self._unit("transient", name) >= self.transient_share,
-            tests=FAULT_MODES[mode],
+            tests=modes[mode],
             component=int(self._unit("component", name) * 8),
         )
 
@@ -255,8 +273,12 @@ class SimulatedExecutor:
                 return 600.0
             case "ib-write-bw":
                 return float(_int(parameters.get("duration_s"), 10)) * (hardware.hcas if hardware else 8) + 30.0
-            case "nccl-all-reduce-multinode":
+            case "nccl-all-reduce-multinode" | "rccl-all-reduce-multinode":
                 return 900.0
+            case "rvs-stress":
+                return float(_int(parameters.get("duration_s"), 600)) + 60.0
+            case "transferbench-a2a" | "rccl-all-reduce":
+                return 300.0
         return 0.0
 
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
@@ -304,9 +326,12 @@ class SimulatedExecutor:
         if len(classes) > 1:
             return f"test {run.test} was given a cohort mixing resource classes {', '.join(sorted(classes))}"
         (resource_class,) = classes
-        if resource_class not in RESOURCE_CLASSES:
+        if resource_class not in RESOURCE_CLASSES and resource_class not in AMD_CLASSES:
             return f"simulated executor has no model for resource class {resource_class}"
-        if run.test != MULTINODE_TEST and len(run.targets) != 1:
+        if (run.test in AMD_TESTS) != (resource_class in AMD_CLASSES) and run.test != HEALTH_WINDOW_TEST:
+            vendor = "AMD" if resource_class in AMD_CLASSES else "NVIDIA"
+            return f"test {run.test} needs another vendor's tools: {resource_class} has {vendor} GPUs"
+        if run.test not in MULTINODE_TESTS and len(run.targets) != 1:
             return f"test {run.test} runs on one device, got {len(run.targets)}"
         return None
 
@@ -323,6 +348,8 @@ class SimulatedExecutor:
         return False
 
     def _metrics(self, run: TestRun, attempt: int, rng: random.Random) -> dict[str, Any]:
+        if run.test in AMD_TESTS:
+            return self._amd_metrics(run, attempt, rng)
         hardware = RESOURCE_CLASSES[run.targets[0].resource_class]
         if run.test == MULTINODE_TEST:
             degraded = {
@@ -341,8 +368,21 @@ class SimulatedExecutor:
         model = _SINGLE_NODE_MODELS[run.test]
         return model(hardware, run.parameters, active, rng)
 
+    def _amd_metrics(self, run: TestRun, attempt: int, rng: random.Random) -> dict[str, Any]:
+        """An AMD test's output rendered as its tool prints it and read by the real parser (`simulated_amd`)."""
+        hardware = AMD_CLASSES[run.targets[0].resource_class]
+
+        def active(target: Target) -> Fault | None:
+            fault = self.fault_of(target)
+            return fault if fault is not None and run.test in fault.tests and fault.active(attempt) else None
+
+        degraded = [active(target) is not None or self.fabric_fault_of(target) for target in run.targets]
+        fault = active(run.targets[0])
+        faulty_gpu = fault.component % hardware.gpus if fault is not None else None
+        return run_amd_test(run.test, hardware, run.parameters, faulty_gpu=faulty_gpu, degraded=degraded, rng=rng)
+
     def _run_key(self, run: TestRun) -> str:
-        if run.test == MULTINODE_TEST:
+        if run.test in MULTINODE_TESTS:
             members = ",".join(sorted(target.hostname for target in run.targets))
             return f"cohort:{run.topology_label or ''}:{members}"
         return f"device:{run.targets[0].hostname}"
@@ -544,5 +584,6 @@ def _crash_text(run: TestRun) -> str:
         "(Killed); NCCL watchdog timeout",
         HEALTH_WINDOW_TEST: f"the kernel log could not be read: journalctl exited with status 1 on {host}: "
         "Failed to get journal fields: Bad message",
+        **{test: text.format(host=host) for test, text in AMD_CRASH_TEXTS.items()},
     }
     return texts[run.test]

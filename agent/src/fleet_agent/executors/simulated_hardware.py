@@ -13,6 +13,11 @@ device id, not of the seed, so an agent restarted with another seed still sees t
   for another code), `ecc` (two uncorrectable DRAM errors during the window), `remap` (a row remap pending after
   the window), `slowdown` (HW slowdown active at the end of the window). The burn-in tests of such a device
   still pass: only the `health-window` test sees the fault.
+* **AMD Instinct nodes** (`gpu.mi300x.8x`) print `amd-smi static --json`, `amd-smi metric --json` and amdgpu
+  kernel-log lines instead (`fleet_agent.executors.simulated_amd`); their health faults are `ecc` (a bad HBM
+  stack: UMC uncorrectable errors logged and counted), `reset` (a ring timeout and a GPU reset in the window),
+  `ras` or `xid` (a fatal RAS interrupt) and `slowdown` (GPU 0 throttled). An agent that reads a device as the
+  other vendor's (its `gpu_vendors` wrong) finds the tool missing, as it would on a real node.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 
 from fleet_agent.executors.base import Target
 from fleet_agent.executors.hardware import Phase, Reading
+from fleet_agent.executors.simulated_amd import AMD_CLASSES, amd_smi_metric, amd_smi_static, amdgpu_kernel_log
 from fleet_rules.xid import FATAL_XID
 
 __all__ = [
@@ -41,7 +47,7 @@ __all__ = [
 
 #: The technician's log of swapped GPUs, in the agent's state directory.
 SIMULATED_SWAPS = "simulated-swaps.json"
-HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown")
+HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras")
 
 
 @dataclass(frozen=True)
@@ -82,6 +88,7 @@ class _Platform:
     hca_rate_gbps: int
     hcas: int
     bios_version: str
+    vendor: str = "nvidia"  # who made the GPUs: which tool's output the simulation prints for them
 
 
 _PLATFORMS: Mapping[str, _Platform] = {
@@ -109,6 +116,20 @@ _PLATFORMS: Mapping[str, _Platform] = {
         hcas=4,
         bios_version="SIM-1.4.0",
     ),
+    # AMD Instinct MI300X (the GPUs' own figures: fleet_agent.executors.simulated_amd), 8x 400G RoCE NICs.
+    "gpu.mi300x.8x": _Platform(
+        product_name="AMD Instinct MI300X",
+        driver_version="6.10.5",
+        cuda_version="",
+        vbios_version="022.040.003.043.000001",
+        part_number="113-M3000100-102",
+        bus_ids=AMD_CLASSES["gpu.mi300x.8x"].bus_ids,
+        hca_firmware="28.41.1000",
+        hca_rate_gbps=400,
+        hcas=8,
+        bios_version="SIM-3.1.0",
+        vendor="amd",
+    ),
 }
 
 
@@ -134,6 +155,12 @@ class SimulatedHardware:
         if platform is None:
             return Reading(None, f"the simulation has no hardware model for {target.resource_class}")
         faults = self.faults_of(target)
+        if part in ("gpu_inventory", "gpu_health") and target.gpu_vendor != platform.vendor:
+            # the agent reads it with the other vendor's tool, which this node does not have
+            return Reading(None, f"command not found (the simulated {target.resource_class} has {platform.vendor} "
+                                 "GPUs; is its class's gpu_vendor right?)")  # fmt: skip
+        if platform.vendor == "amd" and part != "ibstat" and part != "dmi":
+            return self._amd(part, target, faults, phase, since, until)
         if part in ("gpu_inventory", "gpu_health"):  # nvidia-smi -q -x answers for both
             return Reading(self._nvidia_smi(target, platform, faults, phase))
         if part == "ibstat":
@@ -168,6 +195,33 @@ class SimulatedHardware:
                     if isinstance(index, int) and not isinstance(index, bool):
                         generations[index] = generations.get(index, 0) + 1
         return generations
+
+    def _amd(
+        self,
+        part: str,
+        target: Target,
+        faults: tuple[HealthFault, ...],
+        phase: Phase,
+        since: datetime | None,
+        until: datetime | None,
+    ) -> Reading:
+        """`amd-smi static --json`, `amd-smi metric --json` or the window's amdgpu kernel-log lines."""
+        hardware = AMD_CLASSES[target.resource_class]
+        kinds = {fault.kind for fault in faults}
+        after = phase == "after"
+        if part == "gpu_inventory":
+            swaps = self.swaps(target)
+            serials = [gpu_serial(target.device_id, index, swaps.get(index, 0)) for index in range(hardware.gpus)]
+            return Reading(amd_smi_static(hardware, serials))
+        if part == "gpu_health":
+            return Reading(amd_smi_metric(hardware, uncorrectable=2 if after and "ecc" in kinds else 0,
+                                          throttled=after and "slowdown" in kinds))  # fmt: skip
+        if part == "kernel_log":
+            start = since or datetime.now(UTC)
+            moment = (start + ((until or start) - start) / 2).astimezone(UTC)
+            lines = amdgpu_kernel_log(target.hostname, hardware.bus_ids[0], kinds, moment)
+            return Reading("".join(f"{line}\n" for line in lines), source="simulated")
+        return Reading(None, f"the simulation cannot read {part}")
 
     def _nvidia_smi(self, target: Target, platform: _Platform, faults: tuple[HealthFault, ...], phase: Phase) -> str:
         kinds = {fault.kind for fault in faults}

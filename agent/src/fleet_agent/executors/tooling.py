@@ -27,6 +27,7 @@ from typing import Any, TypedDict
 
 from fleet_agent.executors.base import COMPLETED, TestOutcome, TestRun, errored
 from fleet_agent.parsers import FACT_PARSERS, ParseError, Parser, parser_for
+from fleet_rules.gpu_vendors import vendor_of_parser, vendor_of_test
 
 __all__ = [
     "CommandSpec",
@@ -80,6 +81,7 @@ def prepare_commands(
     prepared: dict[str, PreparedCommand] = {}
     for test, spec in commands.items():
         where = f"{key}.{test}"
+        owner = vendor_of_test(test)
         if not isinstance(spec, Mapping):
             raise ValueError(f"{where}: must be a table with `template` and `parser`")
         unknown = sorted(set(spec) - _COMMON_KEYS - extra_keys)
@@ -103,6 +105,12 @@ def prepare_commands(
             raise ValueError(
                 f"{where}.parser: {parser_name} reads hardware facts for the inventory, not a test's metrics "
                 "(configure it under hardware_commands)"
+            )
+        reads = vendor_of_parser(parser_name)
+        if owner is not None and reads is not None and reads != owner:
+            raise ValueError(
+                f"{where}.parser: {parser_name} reads a {reads.value} tool's output; test {test!r} runs "
+                f"{owner.value}'s (fleet_rules.gpu_vendors)"
             )
         timeout = spec.get("timeout")
         if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, int | float) or timeout <= 0):

@@ -75,6 +75,19 @@ def summarise(values: Sequence[float], *, with_sum: bool = False, with_median: b
     return summary
 
 
+def per_gpu_counters(per_gpu: Mapping[str, Mapping[str, int | None]], gpu_count: int) -> Metrics:
+    """A health tool's counters as metrics: each one's per-GPU values in `statistics` (keyed by bus
+    id) and their sum as `value`, left out when a GPU does not keep the count (fail closed); with
+    `gpu_count`. One shape for every vendor's health parser."""
+    metrics: Metrics = {"gpu_count": {"value": gpu_count}}
+    for name, values in per_gpu.items():
+        entry: dict[str, Any] = {"statistics": dict(values)}
+        if all(value is not None for value in values.values()):
+            entry["value"] = sum(value for value in values.values() if value is not None)
+        metrics[name] = entry
+    return metrics
+
+
 def parser_for(name: str) -> Parser:
     """The parser configured by `name` (one of `PARSER_NAMES`); `ValueError` for an unknown name.
 

@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from fleet_agent.parsers import Metrics, ParseError
+from fleet_agent.parsers import Metrics, ParseError, per_gpu_counters
 
 __all__ = ["AMD_HEALTH_METRICS", "parse_amd_health", "parse_amd_inventory", "read_gpus"]
 
@@ -119,14 +119,7 @@ def parse_amd_health(text: str, parameters: Mapping[str, Any] | None = None) -> 
         per_gpu["ecc_corrected"][key] = _count(ecc.get("total_correctable_count"))
         per_gpu["ecc_deferred"][key] = _count(ecc.get("total_deferred_count"))
         per_gpu["throttle_active"][key] = _throttled(_section(gpu, "power").get("throttle_status"))
-    metrics: Metrics = {"gpu_count": {"value": len(gpus)}}
-    for name in AMD_HEALTH_METRICS:
-        values = per_gpu[name]
-        entry: dict[str, Any] = {"statistics": dict(values)}
-        if all(value is not None for value in values.values()):
-            entry["value"] = sum(value for value in values.values() if value is not None)
-        metrics[name] = entry
-    return metrics
+    return per_gpu_counters(per_gpu, len(gpus))
 
 
 def _section(gpu: Mapping[str, Any], name: str) -> Mapping[str, Any]:

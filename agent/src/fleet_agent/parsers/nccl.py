@@ -266,9 +266,15 @@ def parse_rccl(text: str, parameters: Mapping[str, Any] | None = None) -> Metric
     RCCL's differences, as its real outputs show (tests/agent/fixtures/amd/): a `rccl-tests: Version …` line and,
     from ROCm 6.4, `RCCL version :`, `HIP version :`, `ROCm version :` lines before the table, none of them
     commented; `Test HIP failure` where nccl-tests says `Test CUDA failure`; the check column is always `#wrong`
-    (a count), so a table without one is refused rather than read as a float deviation."""
+    (a count), so a table without one is refused rather than read as a float deviation; and a table without its
+    `# Avg bus bandwidth` footer is a cut log, refused rather than read at the largest size it reached."""
     metrics = parse_all_reduce(text, parameters)
     wanted = _collective_name(str((parameters or {}).get("collective") or DEFAULT_COLLECTIVE))
-    if any(table.check != "wrong" for table in _select(parse_tables(text), wanted)):
+    tables = _select(parse_tables(text), wanted)
+    if any(table.check != "wrong" for table in tables):
         raise ParseError("rccl-tests prints a #wrong column; this table has none (not rccl-tests output?)")
+    if any(table.avg_busbw is None for table in tables):
+        # every rccl-tests run ends with it: a log without it was cut (an ssh that dropped, a killed rank), and
+        # its last row is not the largest size the run asked for
+        raise ParseError("the rccl-tests log was cut before its footer ('# Avg bus bandwidth' is missing)")
     return metrics

@@ -31,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 from xml.parsers import expat
 
-from fleet_agent.parsers import Metrics, ParseError
+from fleet_agent.parsers import Metrics, ParseError, per_gpu_counters
 
 __all__ = [
     "HEALTH_METRICS",
@@ -126,14 +126,7 @@ def parse_health(text: str, parameters: Mapping[str, Any] | None = None) -> Metr
         readings = _gpu_health(gpu)
         for name in HEALTH_METRICS:
             per_gpu[name][bus] = readings.get(name)
-    metrics: Metrics = {"gpu_count": {"value": len(gpus)}}
-    for name in HEALTH_METRICS:
-        values = per_gpu[name]
-        entry: dict[str, Any] = {"statistics": dict(values)}
-        if all(value is not None for value in values.values()):
-            entry["value"] = sum(value for value in values.values() if value is not None)
-        metrics[name] = entry
-    return metrics
+    return per_gpu_counters(per_gpu, len(gpus))
 
 
 def throttle_reasons_active(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:

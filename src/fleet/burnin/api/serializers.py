@@ -34,6 +34,7 @@ from fleet_rules.vocabulary import (
     Comparator,
     ExclusionReason,
     ExecutionStatus,
+    GpuVendor,
     PlanningMode,
     SkipReason,
     TopologyUnit,
@@ -443,3 +444,8 @@ class SatelliteScopeQuerySerializer(serializers.Serializer):
 
 class ResourceClassesSerializer(serializers.Serializer):
     resource_classes = serializers.ListField(child=serializers.CharField())
+    gpu_vendors = serializers.DictField(
+        child=serializers.ChoiceField(choices=GpuVendor.choices),
+        help_text="Each of these classes' GPU vendor as its policy declares it (a class without a policy is left "
+        "out): which tools the agent reads a device's hardware with.",
+    )

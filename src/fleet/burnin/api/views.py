@@ -21,7 +21,7 @@ from fleet.burnin.models import PolicyProgress
 from fleet.burnin.pending_evaluation_feed import pending_evaluations_page
 from fleet.burnin.reconcile.load import reconcile_scope_load
 from fleet.burnin.reconcile.service import progress_reconcile_page
-from fleet.burnin.selectors import execution_get, progress_summary, satellite_resource_classes, site_get
+from fleet.burnin.selectors import execution_get, gpu_vendors, progress_summary, satellite_resource_classes, site_get
 from fleet.core.heap import CollectorPausedView
 from fleet.core.pagination import FleetCursorPagination
 from fleet.core.requests import validated
@@ -224,4 +224,6 @@ class SatelliteResourceClassesView(APIView):
         satellite = satellite_acting(
             site_slug=query["site_slug"], satellite_name=query["satellite_name"], actor=request.user
         )
-        return Response(s.ResourceClassesSerializer({"resource_classes": satellite_resource_classes(satellite)}).data)
+        classes = satellite_resource_classes(satellite)
+        body = {"resource_classes": classes, "gpu_vendors": gpu_vendors(classes)}
+        return Response(s.ResourceClassesSerializer(body).data)

@@ -289,7 +289,7 @@ def evidence_pack_build(
         ),
         policy=None
         if policy is None
-        else rules.PackPolicy(policy.resource_class, policy.version, policy.version_changed_at),
+        else rules.PackPolicy(policy.resource_class, policy.version, policy.version_changed_at, policy.gpu_vendor),
         history=history,
         history_total=history_total,
         repairs=repairs,

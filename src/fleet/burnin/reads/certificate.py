@@ -12,6 +12,7 @@ from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site
 from fleet.inventory.selectors import site_by_slug
 from fleet_rules.evidence import measured
+from fleet_rules.gpu_vendors import gpus_in_words
 from fleet_rules.readable import metric_unit, quantity, rule_text
 
 
@@ -57,6 +58,7 @@ class CertificatePageRead:
     certificate: AcceptanceCertificate
     valid: bool  # the certificate is the device's valid one
     judged: dict[str, list[JudgedRule]]  # requirement → its thresholds beside the measured values
+    gpus: str = ""  # the GPUs of the fingerprint it binds, in words (`8 × AMD Instinct MI300X`): whose they are
 
 
 def certificate_page(slug: str, hostname: str, *, serial: str | None) -> CertificatePageRead:
@@ -72,6 +74,12 @@ def certificate_page(slug: str, hostname: str, *, serial: str | None) -> Certifi
     certificate = next((c for c in summary.history if str(c.serial) == serial), None) if serial else summary.valid
     if certificate is None:
         raise NotFoundError(f"No {'such' if serial else 'valid'} certificate of {hostname}.")
+    bound = certificate.document.get("fingerprint") or {}
     return CertificatePageRead(
-        site, device, certificate, certificate == summary.valid, judged_rules(certificate.document)
+        site,
+        device,
+        certificate,
+        certificate == summary.valid,
+        judged_rules(certificate.document),
+        gpus_in_words(bound.get("inventory")),
     )

@@ -88,6 +88,7 @@ class DeviceDetail:
     jobs: list[DeviceJob]
     enrolled: bool  # a burn-in target at all (a staged spare is not)
     eligible: bool  # burn-in may run on it (enrolled, in a burn-in state)
+    gpu_vendor: str = ""  # who made its GPUs: its class's policy's (empty without a policy)
 
 
 def device_detail(site: Site, hostname: str) -> DeviceDetail:
@@ -183,6 +184,7 @@ def device_detail(site: Site, hostname: str) -> DeviceDetail:
         jobs,
         enrolled,
         is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state),
+        policy.gpu_vendor if policy else "",
     )
 
 

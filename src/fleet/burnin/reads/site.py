@@ -64,6 +64,7 @@ class ClassProgress:
     policy_version: int | None
     acceptance: Acceptance
     gates: dict[str, list[RequirementProgress]]  # gate → bars, in requirement-name order
+    gpu_vendor: str = ""  # who made the class's GPUs (its policy's; empty without one)
 
 
 class TargetCount(NamedTuple):
@@ -138,7 +139,11 @@ def site_progress(site: Site, certification: list[ClassCertification] | None = N
         policy = policies.get(rc)
         result.append(
             ClassProgress(
-                rc, policy.version if policy else None, by_class.get((site.id, rc), Acceptance()), dict(gates)
+                rc,
+                policy.version if policy else None,
+                by_class.get((site.id, rc), Acceptance()),
+                dict(gates),
+                policy.gpu_vendor if policy else "",
             )
         )
     return SiteProgress(result, dict(flaky))

@@ -462,6 +462,7 @@ class TargetRow:
     consecutive_passes: int = 1
     latest_counts: bool = True  # the latest execution was created under the current policy version
     prior: tuple[PriorRun, ...] = ()  # up to k − 1 finished runs before it under that version
+    finished_at: datetime | None = None  # the latest execution's, which the row keeps
 
 
 @dataclass(frozen=True)
@@ -547,6 +548,7 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
                 row.k,
                 bool(row.latest_counts),
                 prior,
+                row.execution_finished_at,
             )
         )
     # Every fetched target counts (the one past the page too, as the range is bounded by the page).

@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from fleet.burnin.fragments import attempt_outcomes_sql, counted_failure_sql
+from fleet.burnin.fragments import target_history_sql
 from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
 from fleet.core.rows import recordset, text_or_none
@@ -28,7 +28,7 @@ logger = logging.getLogger("fleet.reconcile")
 
 class Stored(NamedTuple):
     """A (requirement, target) pair the upsert stored and, for a device's target it stored as failed,
-    its failures that count toward repair (`fragments.counted_failure_sql`) and when the device was
+    its failures that count toward repair (`fragments.target_history_sql`) and when the device was
     last repaired: what `repair_due` judges, read by the write itself instead of a statement more."""
 
     requirement_id: UUID
@@ -49,51 +49,61 @@ def _scope_example() -> dict[str, object]:
     }
 
 
+#: The page's rows, each with what its target's history says (`fragments.target_history_sql`: one
+#: pass over its counted attempts, with the device's last repair probed once), upserted; the
+#: (requirement, target) pairs stored are returned with, for a device's target stored as failed,
+#: its counted failures and last repair (what `repair_due` judges). The execution's finish time
+#: comes with the row (the page read it with the execution). Before, the outcomes and the failures
+#: each read the history, the outcomes probed the repairs and the policy once per attempt, and
+#: the finish time was a probe per row: 30,400 of a page's 43,400 buffers at 8 attempts per target
+#: (bench/explain.py).
 UPSERT = Statement(
     "burnin.reconcile.upsert",
     sql(
         """
 WITH marked AS (
     UPDATE {progress} SET missing_in_sweep = %(started_at)s WHERE id = ANY(%(orphans)s::bigint[])
+), source AS MATERIALIZED (
+    SELECT u.r, u.g, u.d, u.t, u.v, u.x, u.f, u.k, u.w, h.outcomes, h.failures, rp.repaired_at
+    FROM jsonb_to_recordset(%(rows)s::jsonb)
+        AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, f timestamptz, k varchar, w timestamptz)
+    JOIN {policy} pol ON pol.id = %(policy)s
+    LEFT JOIN LATERAL (SELECT max(rp.created_at) AS repaired_at FROM {repair} rp WHERE rp.device_id = u.d) rp ON true
+    CROSS JOIN LATERAL {history} h
+), stored AS (
+    INSERT INTO {progress} AS p
+        (site_id, satellite_id, resource_class, requirement_id, gate, device_id, topology_id, target_id, verdict,
+         execution_id, finished_at, evaluation_source_key, policy_version, outcomes, watermark, reconciled_at,
+         created_at)
+    SELECT %(site)s, %(satellite)s, %(rc)s, s.r, s.g, s.d, s.t, COALESCE(s.d, s.t), s.v, s.x, s.f, s.k, %(version)s,
+           s.outcomes, s.w, %(reconciled_at)s, %(created_at)s
+    FROM source s
+    ON CONFLICT (requirement_id, target_id) DO UPDATE SET
+        site_id = EXCLUDED.site_id,
+        satellite_id = EXCLUDED.satellite_id,
+        resource_class = EXCLUDED.resource_class,
+        gate = EXCLUDED.gate,
+        verdict = EXCLUDED.verdict,
+        execution_id = EXCLUDED.execution_id,
+        finished_at = EXCLUDED.finished_at,
+        evaluation_source_key = EXCLUDED.evaluation_source_key,
+        policy_version = EXCLUDED.policy_version,
+        outcomes = EXCLUDED.outcomes,
+        watermark = EXCLUDED.watermark,
+        reconciled_at = EXCLUDED.reconciled_at,
+        missing_in_sweep = NULL
+    WHERE p.watermark IS NULL OR (EXCLUDED.watermark IS NOT NULL AND p.watermark <= EXCLUDED.watermark)
+    RETURNING p.requirement_id, p.target_id
 )
-INSERT INTO {progress} AS p
-    (site_id, satellite_id, resource_class, requirement_id, gate, device_id, topology_id, target_id, verdict,
-     execution_id, finished_at, evaluation_source_key, policy_version, outcomes, watermark, reconciled_at, created_at)
-SELECT %(site)s, %(satellite)s, %(rc)s, r, g, d, t, COALESCE(d, t), v, x,
-       (SELECT e.finished_at FROM {execution} e WHERE e.id = x), k, %(version)s, {outcomes}, w,
-       %(reconciled_at)s, %(created_at)s
-FROM jsonb_to_recordset(%(rows)s::jsonb)
-    AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, k varchar, w timestamptz)
-ON CONFLICT (requirement_id, target_id) DO UPDATE SET
-    site_id = EXCLUDED.site_id,
-    satellite_id = EXCLUDED.satellite_id,
-    resource_class = EXCLUDED.resource_class,
-    gate = EXCLUDED.gate,
-    verdict = EXCLUDED.verdict,
-    execution_id = EXCLUDED.execution_id,
-    finished_at = EXCLUDED.finished_at,
-    evaluation_source_key = EXCLUDED.evaluation_source_key,
-    policy_version = EXCLUDED.policy_version,
-    outcomes = EXCLUDED.outcomes,
-    watermark = EXCLUDED.watermark,
-    reconciled_at = EXCLUDED.reconciled_at,
-    missing_in_sweep = NULL
-WHERE p.watermark IS NULL OR (EXCLUDED.watermark IS NOT NULL AND p.watermark <= EXCLUDED.watermark)
-RETURNING p.requirement_id, p.target_id,
-    CASE WHEN p.verdict = {failed} AND p.device_id IS NOT NULL THEN (
-        SELECT count(*) FROM {execution} x JOIN {evaluation} ev ON ev.execution_id = x.id
-        JOIN {policy} pol ON pol.id = %(policy)s
-        WHERE x.requirement_id = p.requirement_id AND x.device_id = p.device_id AND {failure}
-    ) END AS failures,
-    CASE WHEN p.verdict = {failed} AND p.device_id IS NOT NULL THEN (
-        SELECT max(rp.created_at) FROM {repair} rp WHERE rp.device_id = p.device_id
-    ) END AS repaired_at
+SELECT i.requirement_id, i.target_id,
+    CASE WHEN s.v = {failed} AND s.d IS NOT NULL THEN s.failures END AS failures,
+    CASE WHEN s.v = {failed} AND s.d IS NOT NULL THEN s.repaired_at END AS repaired_at
+FROM stored i JOIN source s ON s.r = i.requirement_id AND COALESCE(s.d, s.t) = i.target_id
 """,
         failed=f"'{Verdict.FAILED.value}'",
         policy=AcceptancePolicy._meta.db_table,
         repair=Repair._meta.db_table,
-        failure=counted_failure_sql("x", "ev", "pol"),
-        outcomes=attempt_outcomes_sql("u.r", "u.d", "u.t", "%(policy)s"),
+        history=target_history_sql("u.r", "u.d", "u.t", "pol.version_changed_at", "rp.repaired_at"),
     ),
     Stored,
     example=lambda: (
@@ -120,6 +130,8 @@ def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
         "t": text_or_none(target.topology_id),
         "v": derived.verdict,
         "x": text_or_none(derived.execution_id),
+        # The verdict's execution is always the target's latest, read with the page.
+        "f": None if derived.execution_id is None or target.finished_at is None else target.finished_at.isoformat(),
         "k": derived.source_key,
         "w": None if watermark is None else watermark.isoformat(),
     }

@@ -26,9 +26,16 @@ from fleet_rules.explanations import (
     VERDICT_SIGNS,
     WORKFLOW_WORDS,
 )
+from fleet_rules.gpu_vendors import vendor_words
 from fleet_rules.vocabulary import DeviceState, ExclusionReason, SkipReason, Verdict
 
 register = template.Library()
+
+
+@register.filter
+def gpu_vendor_words(vendor: str) -> str:
+    """`AMD GPUs`: a class's vendor as pages name it (`fleet_rules.gpu_vendors.vendor_words`)."""
+    return vendor_words(vendor)
 
 
 @register.filter

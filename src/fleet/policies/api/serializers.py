@@ -39,7 +39,16 @@ class AcceptancePolicySerializer(serializers.ModelSerializer):
 
     class Meta:
         model = AcceptancePolicy
-        fields = ["id", "resource_class", "description", "version", "requirements", "created_at", "updated_at"]
+        fields = [
+            "id",
+            "resource_class",
+            "description",
+            "gpu_vendor",
+            "version",
+            "requirements",
+            "created_at",
+            "updated_at",
+        ]
 
 
 class ParameterProfileSerializer(serializers.ModelSerializer):
