@@ -47,8 +47,10 @@ test-fast: $(STAMP)
 
 # The slow part of the reliability suite (docs/reliability.md): schemathesis over every operation
 # with many more generated cases (at least 1,000 per seed operation). `.ci/run` runs it after `make test`.
+# It runs under Hypothesis's `ci` profile everywhere (tests/support/hypothesis_profiles.py): the quick
+# `dev` profile's 20 examples would cap schemathesis's 1,000 per seed operation off CI.
 test-slow: $(STAMP)
-	FLEET_FUZZ=slow $(BIN)/pytest tests/api/test_schema_fuzz.py $(PYTEST_ARGS)
+	FLEET_FUZZ=slow FLEET_HYPOTHESIS_PROFILE=ci $(BIN)/pytest tests/api/test_schema_fuzz.py $(PYTEST_ARGS)
 
 # Style, the layering contracts (import-linter, in pyproject.toml) and types (mypy).
 lint: $(STAMP)
