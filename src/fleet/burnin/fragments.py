@@ -7,8 +7,6 @@ different state or verdict; a test holds each fragment to its Python form over a
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from fleet.burnin.tables import sql
 from fleet.lifecycle.models import Repair
 from fleet_rules.attempts import Outcomes
@@ -19,8 +17,6 @@ _MULTI_NODE = f"'{RequirementScope.MULTI_NODE.value}'"
 _PASSED = f"'{Verdict.PASSED.value}'"
 _COMPLETED = f"'{ExecutionStatus.COMPLETED.value}'"
 _RUNNING = f"'{ExecutionStatus.RUNNING.value}'"
-#: The greatest uuid: every id sorts at or before it.
-_MAX_UUID = "'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid"
 
 
 def requirement_target_sql(requirement: str, device: str) -> str:
@@ -87,7 +83,7 @@ def counted_since_sql(execution: str, since: str, repaired_at: str | None = None
     device for each attempt: no repair after it. "No repair created after the attempt" and "the
     latest repair was created at or before it" are one condition, and `greatest` skips nulls."""
     if repaired_at is not None:
-        return _counted_from(f"{execution}.created_at", since, repaired_at)
+        return f"{execution}.created_at >= coalesce(greatest({since}, {repaired_at}), '-infinity'::timestamptz)"
     repair = sql(
         "NOT EXISTS (SELECT 1 FROM {repair} rp WHERE rp.device_id = {x}.device_id AND rp.created_at > {x}.created_at)",
         x=execution,
@@ -96,22 +92,21 @@ def counted_since_sql(execution: str, since: str, repaired_at: str | None = None
     return f"(({since}) IS NULL OR {execution}.created_at >= ({since})) AND {repair}"
 
 
-def _counted_from(created_at: str, since: str, repaired_at: str) -> str:
-    """`counted_since_sql` of an attempt created at `created_at`, given its device's last repair."""
-    return f"{created_at} >= coalesce(greatest({since}, {repaired_at}), '-infinity'::timestamptz)"
-
-
 def counted_attempt_sql(execution: str, policy: str) -> str:
     """Whether the execution row `execution` is an attempt that counts under the policy row `policy`
     (`counted_since_sql` from its `version_changed_at`). Probes the repairs by device."""
     return f"({counted_since_sql(execution, f'{policy}.version_changed_at')})"
 
 
-def _failure_sql(status: str, diagnostic: str, passed: str) -> str:
-    """An attempt (its `status`, whether it was `diagnostic`, its evaluation's `passed`: expressions)
-    that failed as hardware fails: it completed and failed (an error is not the hardware failing),
-    and it was not a diagnostic run."""
-    return f"({status} = {_COMPLETED} AND NOT {diagnostic} AND NOT {passed})"
+def _failure_sql(execution: str, evaluation: str) -> str:
+    """An attempt that failed as hardware fails: it completed and failed (an error is not the
+    hardware failing), and it was not a diagnostic run."""
+    return sql(
+        "{x}.status = {completed} AND NOT {x}.diagnostic AND NOT {ev}.passed",
+        x=execution,
+        ev=evaluation,
+        completed=_COMPLETED,
+    )
 
 
 def counted_failure_sql(execution: str, evaluation: str, policy: str) -> str:
@@ -119,98 +114,38 @@ def counted_failure_sql(execution: str, evaluation: str, policy: str) -> str:
     that counts toward sending its device to repair (`fleet_rules.lifecycle.failed_too_often`): it
     completed and failed (an error is not the hardware failing), it was not a diagnostic run, and it
     is a counted attempt (`counted_attempt_sql`)."""
-    failure = _failure_sql(f"{execution}.status", f"{execution}.diagnostic", f"{evaluation}.passed")
-    return f"({failure} AND {counted_attempt_sql(execution, policy)})"
+    return f"({_failure_sql(execution, evaluation)} AND {counted_attempt_sql(execution, policy)})"
 
 
-def _outcome_sql(status: str, passed: str, updated_at: str, evaluated_for: str) -> str:
-    """The `Outcomes` bit of an attempt (its `status`, its evaluation's `passed` and the `updated_at`
-    that evaluation judged, `evaluated_for`: expressions), 0 unless it finished and is judged by an
-    evaluation of its current `updated_at`: errored, passed or failed."""
-    return sql(
-        "CASE WHEN {status} <> {running} AND {evaluated_for} = {updated_at} THEN "
-        "CASE WHEN {status} = {errored} THEN {e} WHEN {passed} THEN {p} ELSE {f} END ELSE 0 END",
-        status=status,
-        passed=passed,
-        updated_at=updated_at,
-        evaluated_for=evaluated_for,
-        running=_RUNNING,
-        errored=f"'{ExecutionStatus.ERRORED.value}'",
-        e=str(int(Outcomes.ERRORED)),
-        p=str(int(Outcomes.PASSED)),
-        f=str(int(Outcomes.FAILED)),
-    )
-
-
-class LatestAttempt(NamedTuple):
-    """Expressions for a target's latest execution as the caller already read it (all null when the
-    target has none): its id, `created_at`, `status`, `updated_at`, and its evaluation's `passed`
-    and the `updated_at` that evaluation judged."""
-
-    id: str
-    created_at: str
-    status: str
-    updated_at: str
-    passed: str
-    evaluated_for: str
-
-
-def target_history_sql(
-    requirement: str, device: str, topology: str, since: str, repaired_at: str, latest: LatestAttempt
-) -> str:
+def target_history_sql(requirement: str, device: str, topology: str, since: str, repaired_at: str) -> str:
     """A LATERAL subquery over the counted attempts of the target (requirement id `requirement`,
     device id `device` or topology id `topology`, one of them null; `counted_since_sql` from `since`
-    and the device's last repair `repaired_at`) for two figures:
+    and the device's last repair `repaired_at`), read once for two figures:
 
     - `outcomes`, `fleet_rules.attempts.Outcomes`: the bit of each finished attempt judged by an
       evaluation of its current `updated_at` — errored, passed or failed (0 when none);
     - `failures`: its counted failures toward repair (`counted_failure_sql`'s condition).
 
-    The `latest` attempt comes from the caller, who read it with its evaluation (a non-diagnostic
-    run, as the latest always is); only the attempts before it — by (`created_at`, id), an index
-    range of the "latest execution of a target" indexes — are read, each once for both figures, with
-    no probe of the repairs or the policy per attempt. At one attempt per target that range is
-    empty: no execution or evaluation is fetched again."""
+    Read through the "latest execution of a target" indexes, so it costs the target's history:
+    one pass instead of one per figure, and no probe of the repairs or the policy per attempt."""
     branch = """SELECT x.id, x.status, x.created_at, x.updated_at, x.device_id, x.diagnostic FROM {execution} x
         WHERE {value} IS NOT NULL AND x.requirement_id = {req} AND x.{column} = {value}
-          AND (x.created_at, x.id) < (coalesce({latest_at}, 'infinity'::timestamptz), coalesce({latest_id}, {max_uuid}))
           AND NOT x.diagnostic AND x.status <> {running}"""
-    counted = _counted_from(latest.created_at, since, repaired_at)
-    latest_failure = _failure_sql(latest.status, "false", latest.passed)
     return sql(
         """(
-    SELECT coalesce(bit_or({outcome}), 0)
-               | CASE WHEN {latest_counted} THEN {latest_outcome} ELSE 0 END AS outcomes,
-           count(*) FILTER (WHERE {failure})
-               + CASE WHEN {latest_counted} AND {latest_failure} THEN 1 ELSE 0 END AS failures
+    SELECT coalesce(bit_or(CASE WHEN x.status = {errored} THEN {e} WHEN ev.passed THEN {p} ELSE {f} END)
+                    FILTER (WHERE ev.execution_updated_at = x.updated_at), 0) AS outcomes,
+           count(*) FILTER (WHERE {failure}) AS failures
     FROM ({device_branch} UNION ALL {topology_branch}) x
     JOIN {evaluation} ev ON ev.execution_id = x.id
     WHERE {counted}
 )""",
-        device_branch=sql(
-            branch,
-            value=device,
-            column="device_id",
-            req=requirement,
-            running=_RUNNING,
-            latest_at=latest.created_at,
-            latest_id=latest.id,
-            max_uuid=_MAX_UUID,
-        ),
-        topology_branch=sql(
-            branch,
-            value=topology,
-            column="topology_id",
-            req=requirement,
-            running=_RUNNING,
-            latest_at=latest.created_at,
-            latest_id=latest.id,
-            max_uuid=_MAX_UUID,
-        ),
-        outcome=_outcome_sql("x.status", "ev.passed", "x.updated_at", "ev.execution_updated_at"),
-        failure=_failure_sql("x.status", "x.diagnostic", "ev.passed"),
+        device_branch=sql(branch, value=device, column="device_id", req=requirement, running=_RUNNING),
+        topology_branch=sql(branch, value=topology, column="topology_id", req=requirement, running=_RUNNING),
+        errored=f"'{ExecutionStatus.ERRORED.value}'",
+        e=str(int(Outcomes.ERRORED)),
+        p=str(int(Outcomes.PASSED)),
+        f=str(int(Outcomes.FAILED)),
+        failure=_failure_sql("x", "ev"),
         counted=counted_since_sql("x", since, repaired_at),
-        latest_counted=f"coalesce({counted}, false)",
-        latest_outcome=_outcome_sql(latest.status, latest.passed, latest.updated_at, latest.evaluated_for),
-        latest_failure=f"coalesce({latest_failure}, false)",
     )

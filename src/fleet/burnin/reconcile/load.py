@@ -284,7 +284,6 @@ class PageRow(NamedTuple):
     prior_current: list[bool] | None
     prior_materialised: list[datetime | None] | None
     execution_finished_at: datetime | None
-    execution_created_at: datetime | None
     orphan_ids: list[int] | None
 
 
@@ -321,7 +320,6 @@ _TARGET_COLUMNS = select_list(
         "prior_current": "prior.current",
         "prior_materialised": "prior.materialised",
         "execution_finished_at": "x.finished_at",
-        "execution_created_at": "x.created_at",
         "orphan_ids": "NULL::bigint[]",
     },
 )
@@ -465,7 +463,6 @@ class TargetRow:
     latest_counts: bool = True  # the latest execution was created under the current policy version
     prior: tuple[PriorRun, ...] = ()  # up to k − 1 finished runs before it under that version
     finished_at: datetime | None = None  # the latest execution's, which the row keeps
-    latest_created_at: datetime | None = None  # the latest execution's: the write reads the history before it
 
 
 @dataclass(frozen=True)
@@ -552,7 +549,6 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
                 bool(row.latest_counts),
                 prior,
                 row.execution_finished_at,
-                row.execution_created_at,
             )
         )
     # Every fetched target counts (the one past the page too, as the range is bounded by the page).

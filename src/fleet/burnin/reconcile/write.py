@@ -13,7 +13,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
-from fleet.burnin.fragments import LatestAttempt, target_history_sql
+from fleet.burnin.fragments import target_history_sql
 from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
 from fleet.core.rows import recordset, text_or_none
@@ -50,15 +50,13 @@ def _scope_example() -> dict[str, object]:
 
 
 #: The page's rows, each with what its target's history says (`fragments.target_history_sql`: one
-#: pass over its counted attempts before the latest execution, which comes with the row as the
-#: page read it, with the device's last repair probed once), upserted; the (requirement, target)
-#: pairs stored are returned with, for a device's target stored as failed, its counted failures and
-#: last repair (what `repair_due` judges). The execution's finish time comes with the row too.
-#: Before, the outcomes and the failures each read the whole history again, the outcomes probed
-#: the repairs and the policy once per attempt, and the finish time was a probe per row: the
-#: statement's shared buffers per first sweep of the bench fleet went 180,234 → 133,063 at one
-#: attempt per target and 516,300 → 230,185 at eight (bench/explain.py; 121,446 before the
-#: outcomes and failures were kept).
+#: pass over its counted attempts, with the device's last repair probed once), upserted; the
+#: (requirement, target) pairs stored are returned with, for a device's target stored as failed,
+#: its counted failures and last repair (what `repair_due` judges). The execution's finish time
+#: comes with the row (the page read it with the execution). Before, the outcomes and the failures
+#: each read the history, the outcomes probed the repairs and the policy once per attempt, and
+#: the finish time was a probe per row: 30,400 of a page's 43,400 buffers at 8 attempts per target
+#: (bench/explain.py).
 UPSERT = Statement(
     "burnin.reconcile.upsert",
     sql(
@@ -68,8 +66,7 @@ WITH marked AS (
 ), source AS MATERIALIZED (
     SELECT u.r, u.g, u.d, u.t, u.v, u.x, u.f, u.k, u.w, h.outcomes, h.failures, rp.repaired_at
     FROM jsonb_to_recordset(%(rows)s::jsonb)
-        AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, f timestamptz, k varchar, w timestamptz,
-             lx uuid, lc timestamptz, ls varchar, lu timestamptz, lp boolean, le timestamptz)
+        AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, f timestamptz, k varchar, w timestamptz)
     JOIN {policy} pol ON pol.id = %(policy)s
     LEFT JOIN LATERAL (SELECT max(rp.created_at) AS repaired_at FROM {repair} rp WHERE rp.device_id = u.d) rp ON true
     CROSS JOIN LATERAL {history} h
@@ -106,14 +103,7 @@ FROM stored i JOIN source s ON s.r = i.requirement_id AND COALESCE(s.d, s.t) = i
         failed=f"'{Verdict.FAILED.value}'",
         policy=AcceptancePolicy._meta.db_table,
         repair=Repair._meta.db_table,
-        history=target_history_sql(
-            "u.r",
-            "u.d",
-            "u.t",
-            "pol.version_changed_at",
-            "rp.repaired_at",
-            LatestAttempt("u.lx", "u.lc", "u.ls", "u.lu", "u.lp", "u.le"),
-        ),
+        history=target_history_sql("u.r", "u.d", "u.t", "pol.version_changed_at", "rp.repaired_at"),
     ),
     Stored,
     example=lambda: (
@@ -131,15 +121,8 @@ FROM stored i JOIN source s ON s.r = i.requirement_id AND COALESCE(s.d, s.t) = i
 )
 
 
-def _instant(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat()
-
-
-def _row(target: TargetRow, derived: Derived) -> dict[str, str | bool | None]:
-    """A row of `UPSERT`, with the target's latest execution as the page read it (`l…`): its history
-    before that execution is all the write reads."""
+def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
     watermark = derived.watermark
-    latest = target.evidence
     return {
         "r": str(target.requirement_id),
         "g": target.gate,
@@ -151,12 +134,6 @@ def _row(target: TargetRow, derived: Derived) -> dict[str, str | bool | None]:
         "f": None if derived.execution_id is None or target.finished_at is None else target.finished_at.isoformat(),
         "k": derived.source_key,
         "w": None if watermark is None else watermark.isoformat(),
-        "lx": None if latest is None else str(latest.execution_id),
-        "lc": _instant(target.latest_created_at),
-        "ls": None if latest is None else latest.status,
-        "lu": None if latest is None else latest.updated_at.isoformat(),
-        "lp": None if latest is None else latest.evaluation_passed,
-        "le": None if latest is None else _instant(latest.evaluation_for),
     }
 
 
