@@ -146,15 +146,16 @@ def _median(sweeps: list[Sweep]) -> Sweep:
     return sorted(sweeps, key=lambda s: s.seconds)[len(sweeps) // 2]
 
 
-def _measure(path: str, page, fleet: Fleet, limit: int, runs: int) -> ReconcileRow:
-    """Pairs of sweeps (from an empty projection, then again), repeated only while cheap."""
+def _measure(path: str, page, fleet: Fleet, limit: int, runs: int, *, at_least: int = 1) -> ReconcileRow:
+    """Pairs of sweeps (from an empty projection, then again), repeated only while cheap (but at
+    least `at_least` times)."""
     firsts: list[Sweep] = []
     seconds: list[Sweep] = []
-    while len(firsts) < runs:
+    while len(firsts) < max(runs, at_least):
         _truncate()
         firsts.append(_sweep(page, fleet, limit))
         seconds.append(_sweep(page, fleet, limit))
-        if firsts[0].seconds + seconds[0].seconds > 2 * CHEAP_SECONDS:
+        if len(firsts) >= at_least and firsts[0].seconds + seconds[0].seconds > 2 * CHEAP_SECONDS:
             break
     row = ReconcileRow(path, limit, _median(firsts), _median(seconds), runs=len(firsts))
     _check(row, fleet)

@@ -243,9 +243,10 @@ def ratio_table(
         if row.batch == 500:
             for mode, kind in zip(MODES, ("insert", "update", "update"), strict=True):
                 add(f"upsert {row.path}, batch 500, {mode}", row.modes[mode].timing.rate(row.items), kind)
-    for row in [*reconciles, *(h.row for h in histories or ())]:
-        add(f"reconcile {row.path}, limit {row.limit}, sweep 1", row.first.target_count / row.first.seconds, "insert")
-        add(f"reconcile {row.path}, limit {row.limit}, sweep 2", row.second.target_count / row.second.seconds, "update")
+    for sweeps in [*reconciles, *(h.row for h in histories or ())]:
+        first, second = sweeps.first, sweeps.second
+        add(f"reconcile {sweeps.path}, limit {sweeps.limit}, sweep 1", first.target_count / first.seconds, "insert")
+        add(f"reconcile {sweeps.path}, limit {sweeps.limit}, sweep 2", second.target_count / second.seconds, "update")
     return table
 
 

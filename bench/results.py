@@ -6,6 +6,7 @@ A goal this run did not measure has `null` and is named in `not_measured`, never
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -197,12 +198,14 @@ def _history_figures(histories: list[HistoryRow], raw_insert: float, raw_update:
     the ratio table divides them), the median pages; and from the smallest depth to the largest,
     the first sweep's rate and each sweep's median page time as growth factors."""
     figures: dict[str, Any] = {}
+
+    def ratio(rate: float, raw: float) -> float | None:
+        return None if math.isnan(raw) else round(rate / raw, 3)  # no anchor in this run: null
+
     for h in histories:
         first, second = h.row.first, h.row.second
-        figures[f"reconcile_vs_raw_history{h.depth}"] = round(first.target_count / first.seconds / raw_insert, 3)
-        figures[f"reconcile_steady_vs_raw_history{h.depth}"] = round(
-            second.target_count / second.seconds / raw_update, 3
-        )
+        figures[f"reconcile_vs_raw_history{h.depth}"] = ratio(first.target_count / first.seconds, raw_insert)
+        figures[f"reconcile_steady_vs_raw_history{h.depth}"] = ratio(second.target_count / second.seconds, raw_update)
         figures[f"reconcile_steady_speedup_history{h.depth}"] = round(first.seconds / second.seconds, 2)
     figures["reconcile_history_depths"] = [h.depth for h in histories]
     figures["reconcile_median_page_ms_by_history"] = {

@@ -51,7 +51,7 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "--scale",
         type=_scale,
         default=1.0,
-        help="grow every size by this factor (default 1); `small` = 0.2 and one run per figure (under 2 min)",
+        help="grow every size by this factor (default 1); `small` = 0.2 and one run per figure (under 3 min)",
     )
     parser.add_argument("--runs", type=int, default=3, help="runs per figure, median reported (default 3)")
     parser.add_argument("--no-http", action="store_true", help="measure the service functions only")

@@ -65,6 +65,24 @@ def test_errors_do_not_count_as_failures(fleet):
     assert state(device) == DeviceState.BURN_IN
 
 
+def test_the_errors_and_passes_among_a_target_s_attempts_are_not_counted_with_its_failures(fleet):
+    # given a target whose attempts are an error, a pass and two failures (the write counts them
+    # when it stores the failure: one pass over the history for the outcomes and the failures)
+    site = Site(fleet)
+    device = site.devices[0]
+    site.report(device, {}, status="errored", error="the agent lost the node")
+    site.report(device, PASS)
+    sweep(site.satellite)
+    site.fail([device], times=2)
+    # then two failures are two, not four
+    assert state(device) == DeviceState.BURN_IN
+    # and the third sends it to repair, counted as three
+    site.fail([device])
+    assert state(device) == DeviceState.NEEDS_REPAIR
+    (change,) = DeviceStateChange.objects.filter(device=device, cause=TransitionCause.FAILED_TOO_OFTEN)
+    assert change.refs["failures"] == 3
+
+
 def test_the_setting_decides_how_many_failures(fleet):
     site = Site(fleet, repair_after_failures=1)
     site.fail(site.devices[:1])

@@ -55,8 +55,9 @@ def _scope_example() -> dict[str, object]:
 #: its counted failures and last repair (what `repair_due` judges). The execution's finish time
 #: comes with the row (the page read it with the execution). Before, the outcomes and the failures
 #: each read the history, the outcomes probed the repairs and the policy once per attempt, and
-#: the finish time was a probe per row: 30,400 of a page's 43,400 buffers at 8 attempts per target
-#: (bench/explain.py).
+#: the finish time was a probe per row: 30,400 of a page's 43,400 buffers at 8 attempts per target.
+#: Per first sweep of the bench fleet, shared buffers 180,234 → 157,348 at one attempt per target
+#: and 516,300 → 254,469 at eight; backend CPU 184 → 163 ms at one (bench/explain.py, bench/README.md).
 UPSERT = Statement(
     "burnin.reconcile.upsert",
     sql(
