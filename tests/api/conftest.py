@@ -109,8 +109,8 @@ def seeded_fleet(db, api_token) -> Seeds:
     from fleet_rules.vocabulary import WorkflowName
 
     # The example fleet, with its device list cut down: every site, satellite, topology, policy and
-    # profile stays, but 15 devices instead of 39 (two of each rack, the AMD one's too) keep every list response (and so every example)
-    # cheap without losing any kind of object.
+    # profile stays, but 15 devices instead of 39 (the AMD rack's among them) keep every list
+    # response (and so every example) cheap without losing any kind of object.
     fleet_apply(document=parse_text(_small_example_fleet()))
     # The satellites advertise both workflows, as their agents' heartbeats would, so that a rerun
     # dispatch can actually create jobs.
