@@ -19,7 +19,7 @@ import time
 import tracemalloc
 from typing import Any
 
-from run import _configure
+from run import _configure, bench_database, bench_key_publish
 
 
 def _candidate(fleet: Any, changes: dict[str, float]) -> Any:
@@ -109,9 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.db import connection
 
-    original = connection.settings_dict["NAME"]
-    try:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    with bench_database():
         for scale in args.scale or [0.33, 3.3]:
             with connection.cursor() as cursor:
                 cursor.execute(
@@ -121,11 +119,9 @@ def main(argv: list[str] | None = None) -> int:
                     "inventory_site, policies_thresholdrule, policies_requirement, policies_parameterprofile, "
                     "policies_acceptancepolicy CASCADE"
                 )
+            bench_key_publish()
             print(json.dumps(_measure(scale)), flush=True)
         return 0
-    finally:
-        if connection.settings_dict["NAME"] != original:
-            connection.creation.destroy_test_db(original, verbosity=0)
 
 
 if __name__ == "__main__":

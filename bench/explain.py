@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     depths = sorted({int(d) for d in args.depths.split(",")})
 
     sys.path.insert(0, str(REPO))
-    from bench.run import _configure
+    from bench.run import _configure, bench_database
 
     _configure()
     import django
@@ -157,9 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.db import connection
 
-    original = connection.settings_dict["NAME"]
-    try:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    with bench_database():
         from bench.history import history_deepen
         from bench.reconcile import _truncate
         from bench.seed import evaluations_materialise, fleet_build
@@ -175,9 +173,6 @@ def main(argv: list[str] | None = None) -> int:
             _truncate()
             _print(f"depth {depth}, first sweep", _sweep(fleet, args.plans), args.plans)
             _print(f"depth {depth}, steady sweep", _sweep(fleet, args.plans), args.plans)
-    finally:
-        if connection.settings_dict["NAME"] != original:
-            connection.creation.destroy_test_db(original, verbosity=0)
     return 0
 
 

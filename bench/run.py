@@ -11,10 +11,12 @@ the developer's own `fleet` database is never touched. See bench/README.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import platform
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -140,6 +142,35 @@ def _configure() -> None:
     # A batch-1 HTTP run sends hundreds of requests a second from one client; the production
     # rate limit would turn the measurement into a measurement of 429s.
     os.environ.setdefault("FLEET_THROTTLE_CLIENT", "10000000/min")
+    # The bench signs certificates with a key of its own, never the service's (docs/security.md):
+    # minted once under .fleet/bench, published only in the throwaway database.
+    os.environ.setdefault("FLEET_CERTIFICATE_KEY_FILE", str(REPO / ".fleet" / "bench" / "certificate_key.pem"))
+
+
+@contextlib.contextmanager
+def bench_database() -> Iterator[None]:
+    """The throwaway database `test_fleet_bench_<pid>`, created and migrated, with the bench's
+    signing key published in it (`bench_key_publish`); dropped at the end, also after a failure or
+    Ctrl-C. Call after `_configure()` and `django.setup()`."""
+    from django.db import connection
+
+    original_name = connection.settings_dict["NAME"]
+    try:
+        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        bench_key_publish()
+        yield
+    finally:
+        # create_test_db renames the connection's database only once it exists: drop it then,
+        # even when migrating or the benchmark failed halfway.
+        if connection.settings_dict["NAME"] != original_name:
+            connection.creation.destroy_test_db(original_name, verbosity=0)
+
+
+def bench_key_publish() -> None:
+    """Mint the bench's own key if it has none yet and publish it (again after a TRUNCATE)."""
+    from fleet.burnin.certificates.signing import signing_key_init
+
+    signing_key_init()
 
 
 def _machine(load: list[float]):
@@ -348,17 +379,8 @@ def main(argv: list[str] | None = None) -> int:
     import django
 
     django.setup()
-    from django.db import connection
-
-    original_name = connection.settings_dict["NAME"]
-    try:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    with bench_database():
         return _benchmark(args)
-    finally:
-        # create_test_db renames the connection's database only once it exists: drop it then,
-        # even when migrating or the benchmark failed halfway.
-        if connection.settings_dict["NAME"] != original_name:
-            connection.creation.destroy_test_db(original_name, verbosity=0)
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     scale = 0.2 if args.scale == "small" else float(args.scale)
 
     sys.path.insert(0, str(REPO))
-    from bench.run import _configure
+    from bench.run import _configure, bench_database
 
     _configure()
     import django
@@ -47,9 +47,7 @@ def main(argv: list[str] | None = None) -> int:
     django.setup()
     from django.db import connection
 
-    original = connection.settings_dict["NAME"]
-    try:
-        connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+    with bench_database():
         from bench.reconcile import _service_pages, _sweep, _truncate
         from bench.seed import evaluations_materialise, fleet_build
 
@@ -81,9 +79,6 @@ def main(argv: list[str] | None = None) -> int:
             f"depth {args.depth}, {args.sweeps} pairs, median ms: "
             + ", ".join(f"{name} {statistics.median(values) * 1000:.0f}" for name, values in figures.items())
         )
-    finally:
-        if connection.settings_dict["NAME"] != original:
-            connection.creation.destroy_test_db(original, verbosity=0)
     return 0
 
 
