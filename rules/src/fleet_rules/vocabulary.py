@@ -341,3 +341,19 @@ class RepairPartCheck(Vocabulary):
     REMOVED_STILL_SEEN = "removed_still_seen"  # the serial it says was removed is still reported: a mismatch
     NO_SERIAL = "no_installed_serial"  # the record names no installed serial: nothing to check
     NOT_READ_YET = "not_read_yet"  # no fingerprint has been read since the repair
+
+
+# --- the bring-up autopilot ----------------------------------------------------------------------
+
+
+class AutopilotActionKind(Vocabulary):
+    """What a site's autopilot did (`fleet_rules.autopilot`), one line of its log each."""
+
+    DISPATCH = "dispatch"  # burn-in for devices whose targets have not run yet
+    RERUN = "rerun"  # failed or errored targets, after their backoff
+    ISOLATE = "isolate"  # culprit isolation of a collective that fails while its members pass alone
+    ADVANCE = "advance"  # the next round of a running isolation plan
+    RENEW = "renew"  # an accepted device not in service whose certificate expires soon: burned in again
+    PAUSE = "pause"  # an operator paused the site's autopilot
+    RESUME = "resume"  # an operator resumed it
+    DEFECT = "defect"  # a pass failed with an unexpected error: logged, the next pass goes on
