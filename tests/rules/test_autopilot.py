@@ -4,8 +4,8 @@ hold for any site (the blast radius is never exceeded, an ineligible device is n
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from uuid import UUID, uuid4
 
 import pytest

@@ -93,6 +93,9 @@ class TransitionCause(Vocabulary):
     FLEET_FILE = "fleet_file"
     HELD_BY_BREAKER = "held_by_breaker"  # an automatic move the circuit breaker held: the state did not change
     FATAL_XID = "fatal_xid"  # the kernel logged a fatal Xid for one of its GPUs during a burn-in (fleet_rules.xid)
+    RENEWAL = (
+        "renewal"  # the autopilot burns in again an accepted device, not in service, whose certificate expires soon
+    )
 
 
 class TopologyUnit(Vocabulary):
