@@ -241,3 +241,29 @@ def autopilot_resume(*, site: Site, actor: str) -> SiteAutopilot:
         site=site, at=timezone.now(), kind=K.RESUME, reason=f"resumed by {actor}", actor=actor
     )
     return row
+
+
+#: The settings the fleet file declares (the pause is an operator's, not the file's).
+DECLARED = ("enabled", "max_under_test", "rack_share", "backoff", "isolate", "renew_before", "class_limits")
+
+
+def autopilot_settings_apply(*, site: Site, settings: dict[str, object]) -> bool:
+    """The fleet file's settings of the site's autopilot (`DECLARED`); a pause stays. Returns
+    whether anything changed. A site with no row and default settings gets none."""
+    row = SiteAutopilot.objects.filter(site=site).first()
+    if row is None:
+        row = SiteAutopilot(site=site)
+        if all(getattr(row, k) == v for k, v in settings.items()):
+            return False
+    elif all(getattr(row, k) == v for k, v in settings.items()):
+        return False
+    for key, value in settings.items():
+        setattr(row, key, value)
+    row.save()
+    return True
+
+
+def autopilot_changes(*, site: Site | None, settings: dict[str, object]) -> list[tuple[str, object, object]]:
+    """What applying `settings` would change: (setting, now, then), for `--what-if`."""
+    row = (SiteAutopilot.objects.filter(site=site).first() if site is not None else None) or SiteAutopilot()
+    return [(k, getattr(row, k), v) for k, v in settings.items() if getattr(row, k) != v]

@@ -18,10 +18,12 @@ from django.db import transaction
 from django.db.models import Exists, OuterRef, Q
 from django.utils import timezone
 
+from fleet.autopilot.services import autopilot_settings_apply
 from fleet.burnin.certificates.acceptance import overrides_record, refusal, uncertified
 from fleet.burnin.models import TestExecution
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.statistics import tables_analyse
+from fleet.fleetfile.autopilot import autopilot_fields
 from fleet.fleetfile.document import (
     DeviceDecl,
     FleetDocument,
@@ -214,6 +216,7 @@ class _Applier:
                 self.count("topologies", Change.UNCHANGED)
 
         self.apply_devices(site, decl.devices, satellites, topologies)
+        autopilot_settings_apply(site=site, settings=autopilot_fields(decl.autopilot))
         if self.prune:
             self.prune_site(site, decl)
 
