@@ -173,6 +173,8 @@ class PersonAction(Vocabulary):
     ISOLATION_DISPATCH = "start isolation"
     REPAIR_RECORD = "record a repair"
     BREAKER_RESET = "close a breaker"
+    AUTOPILOT_PAUSE = "pause the autopilot"
+    AUTOPILOT_RESUME = "resume the autopilot"
 
 
 # --- burn-in evidence and the projection ----------------------------------------------------------
