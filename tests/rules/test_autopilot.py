@@ -127,7 +127,9 @@ def test_a_collective_failing_while_its_members_pass_alone_is_isolated_not_rerun
     members = rack(passing_alone=True)
     actions = decide(site(*members, collectives=(collective(members),)))
     assert [a.kind for a in actions] == [K.ISOLATE]
-    assert "failed 2 times while its 4 nodes passed in-node tests: isolating" in actions[0].reason
+    assert "failed 2 times while its 4 nodes passed in-node tests — re-running it cannot help: isolating" in (
+        actions[0].reason
+    )
     assert set(actions[0].device_ids) == {m.device_id for m in members}
 
 
@@ -292,3 +294,29 @@ def test_admit_skips_a_unit_that_does_not_fit_and_takes_a_later_one_that_does():
     one = Placed(uuid4(), "gpu", "a", 4)
     big = Unit(tuple(Placed(uuid4(), "gpu", "b", 4) for _ in range(4)), whole_rack=True)
     assert admit([big, Unit((one,))], under_test=[], radius=Radius(3)) == [Unit((one,))]
+
+
+def test_a_rack_waiting_for_room_is_not_starved_by_single_devices():
+    members = rack(4, passing_alone=True)
+    busy = [device(f"b{i}", rack="b", not_run=1, under_test=True) for i in range(2)]
+    waiting = [device(f"c{i}", rack="c", not_run=1) for i in range(2)]
+    facts = site(
+        *members,
+        *busy,
+        *waiting,
+        collectives=(collective(members, verdict=Verdict.NOT_RUN, attempts=0),),
+        settings=replace(ON, max_under_test=5),
+    )
+    assert kinds(facts) == []  # the rack needs 4 of the 3 free slots: nothing takes them meanwhile
+
+
+def test_a_rack_larger_than_the_limit_blocks_nothing():
+    members = rack(8, passing_alone=True)
+    waiting = [device(f"c{i}", rack="c", not_run=1) for i in range(2)]
+    facts = site(
+        *members,
+        *waiting,
+        collectives=(collective(members, verdict=Verdict.NOT_RUN, attempts=0),),
+        settings=replace(ON, max_under_test=4),
+    )
+    assert kinds(facts) == [K.DISPATCH, K.DISPATCH]

@@ -209,7 +209,8 @@ def decide(facts: SiteFacts) -> list[Action]:
                             AutopilotActionKind.ISOLATE,
                             tuple(sorted(cohort, key=str)),
                             f"{collective.label}: {collective.requirement_name} failed {collective.attempts} times "
-                            f"while its {len(members)} nodes passed in-node tests: isolating the culprit",
+                            f"while its {len(members)} nodes passed in-node tests — re-running it cannot help: "
+                            "isolating the culprit",
                             collective.topology_id,
                             collective.requirement_name,
                         ),

@@ -108,12 +108,31 @@ class Load:
 
 
 def admit(units: Sequence[Unit], *, under_test: Iterable[Placed], radius: Radius) -> list[Unit]:
-    """The units, in their order, that fit within the radius given what is under test already."""
+    """The units, in their order, that fit within the radius given what is under test already.
+
+    A whole rack that does not fit *for want of room* (it could fit once jobs end) stops the
+    admission there: single devices after it would take the slots it waits for, pass after pass,
+    and a rack's collective would never start. A rack larger than the limit itself can never run
+    and blocks nothing (`never_fits`)."""
     load = Load.of(under_test)
     admitted: list[Unit] = []
     for unit in units:
-        if unit.devices and load.fits(unit, radius):
+        if not unit.devices:
+            continue
+        if load.fits(unit, radius):
             admitted.append(unit)
             for placed in unit.devices:
                 load.add(placed)
+        elif unit.whole_rack and not never_fits(unit, radius):
+            break
     return admitted
+
+
+def never_fits(unit: Unit, radius: Radius) -> bool:
+    """Whether the unit is larger than the site's or one of its classes' limits."""
+    if len(unit.devices) > radius.max_under_test:
+        return True
+    classes: dict[str, int] = {}
+    for placed in unit.devices:
+        classes[placed.resource_class] = classes.get(placed.resource_class, 0) + 1
+    return any(count > radius.class_limit(rc) for rc, count in classes.items())

@@ -78,9 +78,23 @@ def autopilot_pass(*, site: Site, actor: str, now: datetime | None = None) -> Pa
     if entries:
         AutopilotAction.objects.bulk_create(entries)
         for e in entries:
-            log.info("%s %s: %s (jobs: %s)", site.slug, e.kind, e.reason, ", ".join(e.job_ids) or "none")
+            log.info("%s", log_line(site, e))
     metrics.pass_observed(facts, entries, time.perf_counter() - started)
     return Pass(facts, decided, entries)
+
+
+def log_line(site: Site, entry: AutopilotAction) -> str:
+    """The entry as the service's log says it: `lon-1/rack-a03: …` for a rack's or domain's
+    (its reason starts with the topology's label), `lon-1: …` otherwise, then the jobs."""
+    jobs = len(entry.job_ids)
+    where = "/" if entry.kind in (K.ISOLATE, K.ADVANCE) or _names_a_topology(entry.reason) else ": "
+    said = f"{site.slug}{where}{entry.reason}"
+    return f"{said} ({jobs} job{'s' if jobs != 1 else ''})" if jobs else said
+
+
+def _names_a_topology(reason: str) -> bool:
+    label, _, rest = reason.partition(": ")
+    return bool(rest) and " " not in label and rest.startswith("its ")
 
 
 def _dispatch(site: Site, actions: list[Action], actor: str, entry) -> list[AutopilotAction]:

@@ -16,7 +16,10 @@ class Command(BaseCommand):
 
     def add_arguments(self, parser):
         parser.add_argument(
-            "--interval", type=float, default=10.0, help="Seconds between passes when nothing wakes it (default 10)."
+            "--interval",
+            type=float,
+            default=float(os.environ.get("FLEET_AUTOPILOT_INTERVAL", "10")),
+            help="Seconds between passes when nothing wakes it (default 10, FLEET_AUTOPILOT_INTERVAL).",
         )
         parser.add_argument("--once", action="store_true", help="One pass over every enabled site, then exit.")
 
