@@ -33,11 +33,6 @@ class RepairRounds:
     technician: Technician
     repair_after: float  # seconds a device waits in needs_repair before the technician comes
 
-    def once(self, key: str, message: str, *args: object) -> None:
-        if key not in self.said:
-            self.said.add(key)
-            log.info(message, *args)
-
     def record_repairs(self) -> None:
         due = timezone.now() - timedelta(seconds=self.repair_after)
         entered = (
