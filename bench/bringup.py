@@ -15,8 +15,9 @@ The hall (`--scale` multiplies the racks): 64 racks of 8 H200 nodes (`gpu-diag` 
 `gpu-stress` 60 min, then the rack's `rack-nccl` 20 min) and two GB200 NVL72 domains of 18 trays
 (`gpu-diag` 30 min, then `nvl72-nccl` 30 min). Seeded faults: ≈3 % of nodes with a hard fault in one
 single-node test, ≈1 % flaky (their first attempt of one test fails), one bad cable (one rack's
-collective fails whatever its members, and bisection cannot name a device), one device whose fault
-shows only under its rack's collective. A technician repairs a device 4 h after it entered
+collective fails whatever its members, and bisection cannot name a device: its rack is left for a
+person, and its devices count as faulty), one device whose fault shows only under its rack's
+collective (the cable and this device each in a rack with no other fault). A technician repairs a device 4 h after it entered
 `needs_repair` (when the blast radius has room for its re-burn-in); a repair removes its fault.
 
 **The lower bound** (`lower_bound`): the devices go through in waves of `max_under_test`, each wave
@@ -225,11 +226,13 @@ def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = Fal
         faults.hard[d] = rng.choice(singles[devices[d]])
     for d in ids[hard_n : hard_n + flaky_n]:
         faults.flaky[d] = rng.choice(singles[devices[d]])
+    # The cable and the collective-only fault each in a rack with no other fault (one story each).
     order = {t.id: i for i, (_u, t) in enumerate(memberships)}
-    clean_racks = sorted({rack_of[d] for d in ids[hard_n + flaky_n :] if devices[d] == H200}, key=order.get)
+    touched = {rack_of[d] for d in ids[: hard_n + flaky_n]}
+    clean_racks = sorted({rack_of[d] for d in ids if devices[d] == H200} - touched, key=order.get)
     if len(clean_racks) >= 2 and not wrong:
         faults.cable_rack = clean_racks[0]
-        faults.collective_only = next(d for d in ids[hard_n + flaky_n :] if rack_of[d] == clean_racks[1])
+        faults.collective_only = next(d for d in ids if rack_of[d] == clean_racks[1])
     keys = {r.id: load_resolutions([(r.id, site.id)])[(r.id, site.id)].key for r in requirements.values()}
     for rc in (H200, NVL72):
         reconcile_sweep(site_slug=site.slug, satellite_name="sat-1", resource_class=rc, gate=None, limit=5000)

@@ -164,6 +164,12 @@ def test_a_collective_waits_for_the_repair_of_the_culprit_its_plan_named():
     assert kinds(site(*members, collectives=(collective(members, plan=plan),))) == []
 
 
+def test_a_collective_whose_isolation_named_nobody_is_held_for_a_person():
+    members = rack(passing_alone=True)
+    plan = PlanFacts(plan_id=uuid4(), running=False, created_at=NOW - timedelta(minutes=30), inconclusive=True)
+    assert kinds(site(*members, collectives=(collective(members, attempts=5, plan=plan),))) == []
+
+
 def test_a_collective_waits_until_its_members_pass_alone():
     members = rack(not_run=1)
     actions = decide(site(*members, collectives=(collective(members, verdict=Verdict.NOT_RUN, attempts=0),)))

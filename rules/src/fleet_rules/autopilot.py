@@ -9,7 +9,8 @@ One pass, in this order:
    NVLink-domain collective that failed `ISOLATE_AFTER_FAILURES` times while every member passes
    its own tests is not a member's fault anyone can see from the member alone, so re-running it
    cannot help: its isolation starts (`ISOLATE`) once none of its devices is under test. While a
-   plan runs, and until the culprits it named are repaired, the collective is held back.
+   plan runs, and until the culprits it named are repaired, the collective is held back; after a
+   plan that named nobody (inconclusive: a cable between two devices, say) too, for a person.
 3. **Burn-in** (`DISPATCH`) of eligible devices whose targets have not run, and **reruns**
    (`RERUN`) of failed or errored targets once their backoff has passed (errored sooner than
    failed: the test could not judge the hardware), and a collective whose members all pass alone.
@@ -96,6 +97,8 @@ class PlanFacts:
     running: bool
     created_at: datetime
     culprits_await_repair: bool = False
+    #: It ended without naming a device (a fault between devices — a cable —, or a flaky one).
+    inconclusive: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,7 +192,10 @@ def decide(facts: SiteFacts) -> list[Action]:
                     )
                 )
             continue
-        if investigated and plan is not None and plan.culprits_await_repair:
+        if investigated and plan is not None and (plan.culprits_await_repair or plan.inconclusive):
+            # Awaiting the named culprit's repair; or isolation could not name a device (a cable
+            # between two, say): rerunning cannot help either, a person looks (their rerun, or a
+            # new failure after it, starts the story again).
             held_back |= cohort
             continue
         if (

@@ -200,6 +200,7 @@ def _collectives(site: Site, attempts: dict[tuple[UUID, UUID], int]) -> list[Col
                     running=plan.status == IsolationStatus.RUNNING,
                     created_at=plan.created_at,
                     culprits_await_repair=bool({str(c) for c in plan.state.get("culprits") or []} & awaiting),
+                    inconclusive=plan.status == IsolationStatus.INCONCLUSIVE,
                 )
                 if plan is not None
                 else None,
