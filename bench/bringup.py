@@ -17,8 +17,9 @@ The hall (`--scale` multiplies the racks): 64 racks of 8 H200 nodes (`gpu-diag` 
 single-node test, ≈1 % flaky (their first attempt of one test fails), one bad cable (one rack's
 collective fails whatever its members, and bisection cannot name a device: its rack is left for a
 person, and its devices count as faulty), one device whose fault shows only under its rack's
-collective (the cable and this device each in a rack with no other fault). A technician repairs a device 4 h after it entered
-`needs_repair` (when the blast radius has room for its re-burn-in); a repair removes its fault.
+collective (the cable and this device each in a rack with no other fault). A technician repairs a
+device 4 h after it entered `needs_repair` (when the blast radius has room for its re-burn-in); a
+repair removes its fault.
 
 **The lower bound** (`lower_bound`): the devices go through in waves of `max_under_test`, each wave
 taking the longest critical path of a device's requirements (its single-node requirements one after
