@@ -45,7 +45,7 @@ def test_an_operator_reads_the_log_pauses_with_confirmation_and_resumes(tab):
     page.click("p.autopilot-line a")
     page.wait_for_url(re.compile(r"/sites/lon-1/autopilot/$"))
     visit.shoot("autopilot-log")
-    assert ISOLATING in page.locator('table.autopilot-log tr[data-kind="isolate"]').inner_text()
+    assert ISOLATING in page.locator('table.autopilot-log tr[data-kind="isolation"]').inner_text()
 
     page.check("#confirm-resume")
     page.click("form.autopilot-resume button")

@@ -356,7 +356,7 @@ class AutopilotActionKind(Vocabulary):
 
     DISPATCH = "dispatch"  # burn-in for devices whose targets have not run yet
     RERUN = "rerun"  # failed or errored targets, after their backoff
-    ISOLATE = "isolate"  # culprit isolation of a collective that fails while its members pass alone
+    ISOLATE = "isolation"  # culprit isolation of a collective that fails while its members pass alone
     ADVANCE = "advance"  # the next round of a running isolation plan
     RENEW = "renew"  # an accepted device not in service whose certificate expires soon: burned in again
     PAUSE = "pause"  # an operator paused the site's autopilot

@@ -24,11 +24,13 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterable
-from typing import Any, TypeVar, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
 import psycopg
 from django.db import connections, models
 from psycopg import sql
+
+from fleet.core.statements import Statement
 
 M = TypeVar("M", bound=models.Model)
 R = TypeVar("R", bound=tuple[Any, ...])
@@ -84,6 +86,30 @@ def locked_sql(table: str, alias: str, columns: str, where: str) -> str:
 _LOCKED = "SELECT {columns} FROM {table} {alias} WHERE {where} ORDER BY {alias}.id {lock}"
 
 
+class Leadership(NamedTuple):
+    leading: bool
+
+
+#: The leader's lock: a session advisory lock, taken when free, never waited for.
+LEADER_TRY = Statement(
+    "core.leader_try",
+    "SELECT pg_try_advisory_lock(hashtextextended(%(key)s, 0)) AS leading",
+    Leadership,
+    example=lambda: {"key": "fleet.statement-test"},
+)
+
+
+class Alive(NamedTuple):
+    alive: int
+
+
+def _no_parameters() -> dict[str, Any]:
+    return {}
+
+
+LEADER_ALIVE = Statement("core.leader_alive", "SELECT 1 AS alive", Alive, example=_no_parameters)
+
+
 class LeaderLock:
     """One leader at a time across processes: a session-level PostgreSQL advisory lock held on a
     connection of its own (not Django's, which a transaction error or `close_old_connections` may
@@ -112,13 +138,12 @@ class LeaderLock:
         self.release()
         try:
             self._connection = self._connect()
-            row = self._connection.execute(
-                "SELECT pg_try_advisory_lock(hashtextextended(%s, 0))", (self.key,)
-            ).fetchone()
+            with self._connection.cursor() as cursor:
+                row = LEADER_TRY.one(cursor, {"key": self.key})
         except psycopg.Error:
             self.release()
             return False
-        if not row or not row[0]:
+        if row is None or not row.leading:
             self.release()
             return False
         return True
@@ -128,7 +153,8 @@ class LeaderLock:
         if self._connection is None or self._connection.closed:
             return False
         try:
-            self._connection.execute("SELECT 1")
+            with self._connection.cursor() as cursor:
+                LEADER_ALIVE.one(cursor, {})
         except psycopg.Error:
             return False
         return True

@@ -6,12 +6,19 @@ from __future__ import annotations
 from dataclasses import asdict
 from typing import Any
 
+from fleet.autopilot.services import autopilot_settings_apply
 from fleet.fleetfile.document import AutopilotDecl
 from fleet.fleetfile.durations import duration_text
+from fleet.inventory.models import Site
 
 
 def autopilot_fields(decl: AutopilotDecl) -> dict[str, Any]:
     return asdict(decl)
+
+
+def site_autopilot_apply(site: Site, decl: AutopilotDecl) -> bool:
+    """The file's `autopilot:` of the site, written (whether anything changed)."""
+    return autopilot_settings_apply(site=site, settings=autopilot_fields(decl))
 
 
 def autopilot_entry(fields: dict[str, Any] | None) -> dict[str, Any] | None:

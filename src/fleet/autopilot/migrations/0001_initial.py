@@ -72,7 +72,7 @@ class Migration(migrations.Migration):
                         choices=[
                             ("dispatch", "DISPATCH"),
                             ("rerun", "RERUN"),
-                            ("isolate", "ISOLATE"),
+                            ("isolation", "ISOLATE"),
                             ("advance", "ADVANCE"),
                             ("renew", "RENEW"),
                             ("pause", "PAUSE"),
@@ -105,7 +105,7 @@ class Migration(migrations.Migration):
                         condition=models.Q(
                             (
                                 "kind__in",
-                                ["dispatch", "rerun", "isolate", "advance", "renew", "pause", "resume", "defect"],
+                                ["dispatch", "rerun", "isolation", "advance", "renew", "pause", "resume", "defect"],
                             )
                         ),
                         name="autopilot_action_kind_valid",
