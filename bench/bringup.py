@@ -503,6 +503,11 @@ def bringup_figures(run: BringUp, wrong: WrongPolicy) -> dict[str, Any]:
         "bringup_time_h": round(run.time_h, 2) if run.time_h is not None else None,
         "bringup_time_vs_lower_bound": round(run.time_vs_lower_bound, 3) if run.time_vs_lower_bound else None,
         "bringup_lower_bound_with_repairs_h": round(run.lower_bound_with_repairs_h, 2),
+        # Capacity: one run of everything, spread over max_under_test slots (collectives included).
+        "bringup_capacity_bound_h": round(run.minimum_hours / run.max_under_test, 2),
+        "bringup_time_vs_capacity_bound": round(run.time_h / (run.minimum_hours / run.max_under_test), 3)
+        if run.time_h is not None
+        else None,
         "bringup_time_vs_lower_bound_with_repairs": round(run.time_vs_lower_bound_with_repairs, 3)
         if run.time_vs_lower_bound_with_repairs
         else None,

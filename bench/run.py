@@ -365,7 +365,8 @@ def _bringup(args: argparse.Namespace, out, progress) -> dict:
         + f"; lower bound {run.lower_bound_h:.1f} h = ceil(N / max_under_test) waves × the longest single-node path "
         f"+ the longest collective → {ratio if ratio is not None else '—'} (goal ≤ {GOALS['time']}); against the "
         f"bound with a repair on the critical path ({run.lower_bound_with_repairs_h:.1f} h): "
-        f"{figures['bringup_time_vs_lower_bound_with_repairs']}"
+        f"{figures['bringup_time_vs_lower_bound_with_repairs']}; against capacity (minimum device-hours ÷ "
+        f"max_under_test = {figures['bringup_capacity_bound_h']} h): {figures['bringup_time_vs_capacity_bound']}"
     )
     out.print(
         f"  device-hours in tests {run.test_hours:.0f} of a minimum {run.minimum_hours:.0f} → "
