@@ -36,7 +36,7 @@ def pass_observed(facts: SiteFacts, logged: Sequence[AutopilotAction], seconds: 
 
 
 def autopilot_gauges() -> Iterable[Metric]:
-    """Per site with an autopilot row: four grouped statements."""
+    """Per site with an autopilot row: three grouped statements (one when no site has one)."""
     rows = {a.site_id: a for a in SiteAutopilot.objects.select_related("site")}
     under = GaugeMetricFamily(
         "fleet_autopilot_devices_under_test", "Devices holding an active job, per site.", labels=["site"]
