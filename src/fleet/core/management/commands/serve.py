@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import ctypes
 import logging
 import os
 import signal
@@ -106,6 +107,7 @@ class Command(BaseCommand):
             else subprocess.Popen(
                 [sys.executable, "-m", "fleet", "autopilot"],
                 env=os.environ | {"FLEET_AUTOPILOT_PARENT": str(os.getpid())},
+                preexec_fn=_end_with_parent,
             )
         )
         try:
@@ -114,6 +116,16 @@ class Command(BaseCommand):
             if autopilot is not None:
                 _stop(autopilot, timeout=options["graceful_timeout"])
             multiprocess.cleanup()
+
+
+def _end_with_parent() -> None:
+    """In the autopilot's child before exec (Linux): SIGTERM when this server dies, even killed
+    outright, so that no loop outlives its server (nor holds its database open)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
 
 
 def _stop(process: subprocess.Popen[bytes], *, timeout: float) -> None:
