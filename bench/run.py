@@ -40,6 +40,7 @@ PARTS = (
     "dashboard",
     "dashboard100k",
     "history",
+    "bringup",
 )
 
 
@@ -246,6 +247,8 @@ def _benchmark(args: argparse.Namespace) -> int:
     def progress(message: str) -> None:
         log.print(f"[dim]{time.perf_counter() - started:6.1f}s  {message}[/dim]")
 
+    if args.parts == {"bringup"}:
+        return _bringup_only(args, out, progress, started, load)
     progress("building the fleet")
     fleet = fleet_build(scale=args.scale)
     progress(f"fleet: {len(fleet.device_ids):,} devices, {fleet.target_count:,} targets")
@@ -350,6 +353,8 @@ def _benchmark(args: argparse.Namespace) -> int:
         histories=histories,
     )
     results["fleet_devices"] = len(fleet.device_ids)  # the dashboard's and the rerun table's fleet
+    if "bringup" in parts:  # last: its halls are its own sites, beside the bench fleet
+        results |= _bringup(args, out, progress)
     results_write(results, args.results)
     out.print(f"figures written to {args.results}")
     problems = [
@@ -371,6 +376,61 @@ def _benchmark(args: argparse.Namespace) -> int:
         out.print(f"[bold red]check failed:[/bold red] {problem}")
     out.print(f"measured in {elapsed:.0f} s (fleet setup included; database setup and teardown not)")
     return 1 if problems else 0
+
+
+def _bringup(args: argparse.Namespace, out, progress) -> dict:
+    """The bring-up part (bench/bringup.py): its figures, printed and returned for results.json."""
+    from bench.bringup import GOALS, bringup_figures, bringup_measure
+
+    run, wrong = bringup_measure(scale=args.scale, progress=progress)
+    figures = bringup_figures(run, wrong)
+    ratio = figures["bringup_time_vs_lower_bound"]
+    out.print()
+    out.print(
+        f"[bold]Bring-up[/bold] of a simulated hall of {run.devices} devices, at most {run.max_under_test} under test "
+        "(the autopilot and every service real, on PostgreSQL; agents and hardware simulated on a simulated clock)"
+    )
+    out.print(
+        "  time to accept every device without a fault: "
+        + (f"{run.time_h:.1f} h" if run.time_h is not None else "not reached")
+        + f"; lower bound {run.lower_bound_h:.1f} h = ceil(N / max_under_test) waves × the longest single-node path "
+        f"+ the longest collective → {ratio if ratio is not None else '—'} (goal ≤ {GOALS['time']}); against the "
+        f"bound with a repair on the critical path ({run.lower_bound_with_repairs_h:.1f} h): "
+        f"{figures['bringup_time_vs_lower_bound_with_repairs']}; against capacity (minimum device-hours ÷ "
+        f"max_under_test = {figures['bringup_capacity_bound_h']} h): {figures['bringup_time_vs_capacity_bound']}"
+    )
+    out.print(
+        f"  device-hours in tests {run.test_hours:.0f} of a minimum {run.minimum_hours:.0f} → "
+        f"{figures['bringup_test_hours_vs_minimum']} (goal ≤ {GOALS['hours']})"
+    )
+    out.print(
+        f"  escapes {run.escapes} (goal 0); false repairs {run.false_repairs} of {run.good_devices} good devices "
+        f"({figures['bringup_false_repairs_share']:.2%}, goal ≤ {GOALS['false_repairs_share']:.1%}); "
+        f"most under test at once {run.max_under_test_seen} (limit {run.max_under_test}); {run.passes} passes; "
+        f"actions {run.actions}; {run.wall_s:.0f} s of wall time"
+    )
+    out.print(
+        f"  wrong threshold failing a whole class ({wrong.devices} devices): {wrong.sent_to_repair} sent to repair "
+        f"(breaker limit {wrong.breaker_limit}, minimum {wrong.breaker_minimum}); breaker "
+        f"{'opened' if wrong.breaker_opened else 'did not open'}; {wrong.dispatched_after_open} dispatches of the "
+        "autopilot after it opened"
+    )
+    return figures
+
+
+def _bringup_only(args: argparse.Namespace, out, progress, started: float, load: list[float]) -> int:
+    """`--parts bringup` alone: no bench fleet to build."""
+    import json
+
+    figures = _bringup(args, out, progress)
+    load.append(os.getloadavg()[0])
+    path = Path(args.results)
+    merged = json.loads(path.read_text()) if path.exists() else {}
+    merged |= figures
+    path.write_text(json.dumps(merged, indent=2, sort_keys=True) + "\n")
+    out.print(f"figures written to {args.results} (merged into what it held)")
+    out.print(f"measured in {time.perf_counter() - started:.0f} s")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:

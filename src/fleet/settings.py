@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "fleet.lifecycle",
     "fleet.burnin",
     "fleet.repairs",
+    "fleet.autopilot",
     "fleet.fleetfile",
     "fleet.access",
     "fleet.demo",

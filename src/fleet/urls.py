@@ -15,6 +15,7 @@ from fleet.core import errors, oauth, schema
 # routers match any path segment as an id).
 api_v1 = [
     path("", include("fleet.burnin.api.urls")),
+    path("", include("fleet.autopilot.api.urls")),
     path("", include("fleet.lifecycle.api.urls")),
     path("", include("fleet.repairs.api.urls")),
     path("", include("fleet.inventory.api.urls")),

@@ -4,8 +4,8 @@ check read "removed … is still reported" (tests/e2e/test_demo.py failed on it,
 
 from __future__ import annotations
 
-from fleet.demo.operator import DemoOperator
 from fleet.demo.story import Technician
+from fleet.demo.technician import RepairRounds
 from fleet.jobs.models import JobDevice
 from fleet.jobs.services import JobSpec, job_create
 from fleet.lifecycle.models import Repair
@@ -20,12 +20,12 @@ def test_the_technician_waits_for_the_job_that_holds_a_device_in_repair(fleet, t
     device = fleet.device(satellite, hostname="a02-n04")
     job = job_create(spec=JobSpec(site.id, satellite.id, WorkflowName.SINGLE_NODE, (device.id,)), requested_by="test")
     transitions_apply([Move(device.id, DeviceState.NEEDS_REPAIR, Mover.OPERATOR, TransitionCause.OPERATOR, "u", "RMA")])
-    operator = DemoOperator(technician=Technician(tmp_path), repair_after=0)
+    rounds = RepairRounds(technician=Technician(tmp_path), repair_after=0)
     swaps = tmp_path / "lon-1" / "sat-a" / SIMULATED_SWAPS
 
-    operator.record_repairs()  # the job that was running when it went to repair still holds it
+    rounds.record_repairs()  # the job that was running when it went to repair still holds it
 
     assert not Repair.objects.exists() and not swaps.exists()
     JobDevice.objects.filter(job=job).update(active=False)  # the job ended
-    operator.record_repairs()
+    rounds.record_repairs()
     assert Repair.objects.filter(device=device).count() == 1 and swaps.exists()

@@ -9,6 +9,7 @@ import sys
 import pytest
 from django.conf import global_settings
 
+from fleet.autopilot.models import AutopilotAction
 from fleet.burnin.models import FingerprintSnapshot, PolicyProgress, TestExecution
 from fleet.burnin.reads.device import repair_checks
 from fleet.jobs.models import JobDevice
@@ -77,10 +78,17 @@ def test_the_demo_serves_and_burns_in_the_example_fleet(transactional_db, settin
     assert not granian, granian[:3]  # the HTTP server's own lines in its own format
     served = [line for line in result.stdout.splitlines() if line.startswith("Serving fleet-burnin")]
     assert not served, served  # that line is a log line now (stderr)
-    # What a rerun created, in words that cannot be read as one job on every device.
-    assert re.search(
-        r"^\S+ \S+ INFO fleet\.demo: rerun at lon-1: \d+ jobs?: \d+ single-device job", result.stdout, re.M
-    ), result.stdout[-3000:]
+    # The site's autopilot drives the burn-in and says why, in the one log format: what it
+    # dispatched, on how many devices, with how many jobs, never more than its limit at once.
+    dispatched = re.findall(
+        r"^\S+ \S+ INFO fleet\.autopilot: lon-1: burn-in of (\d+) device\(s\): \S+: \d+ requirement\(s\) not run yet.* "
+        r"\((\d+) jobs?\)$",
+        result.stderr,
+        re.M,
+    )
+    assert dispatched, result.stderr[-3000:]
+    assert all(int(devices) <= 24 for devices, _ in dispatched)
+    assert AutopilotAction.objects.filter(kind="dispatch").exists()
     # The failing targets are named with their reasons; after one failure (--max-attempts 1) the
     # service sends the device to repair, the demo's technician repairs it, and it burns in again.
     assert re.search(r"✗ lon-1/\S+ \S+ \(attempt 1\): \S+", result.stdout), result.stdout[-3000:]

@@ -144,6 +144,7 @@ def test_what_if_predicts_exactly_the_flips_and_supersessions_a_real_apply_then_
         ],
         "certificates_superseded": 2,
         "breakers": [],  # 2 of 4: within the breaker's floor of 3
+        "autopilot": [],  # the file changes no site's autopilot
     }
     text = io.StringIO()
     call_command("apply", "-f", str(candidate), "--what-if", stdout=text)

@@ -84,6 +84,7 @@ OPERATORS_ONLY = {
     ("GET", "/api/v1/devices/{device_id}/repairs/"),
     ("GET", "/api/v1/burn-in/sites/{site_id}/repair-queue/"),
     ("GET", "/api/v1/burn-in/sites/{site_id}/breakers/"),
+    ("GET", "/api/v1/burn-in/sites/{site_id}/autopilot/"),
 }
 #: Operations for satellites' agents: people and operator clients are refused (403), though they
 #: hold the scope and the permission.

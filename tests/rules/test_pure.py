@@ -14,7 +14,7 @@ PROGRAM = """
 import sys
 import fleet_rules.eligibility, fleet_rules.evaluations, fleet_rules.evidence, fleet_rules.explanations
 import fleet_rules.jobs, fleet_rules.planning, fleet_rules.resolution, fleet_rules.verdicts
-import fleet_rules.vocabulary, fleet_rules.evidence_pack
+import fleet_rules.vocabulary, fleet_rules.evidence_pack, fleet_rules.autopilot, fleet_rules.blast_radius
 loaded = sorted(m for m in sys.modules if m.split(".")[0] in {"django", "rest_framework", "psycopg", "fleet"})
 print(",".join(loaded))
 """

@@ -82,8 +82,8 @@ TRANSITIONS: tuple[Transition, ...] = (
         [S.ACCEPTED],
         S.BURN_IN,
         (Mover.SYSTEM, *_PEOPLE),
-        [C.CERTIFICATE_SUPERSEDED],
-        why="its certificate no longer holds",
+        [C.CERTIFICATE_SUPERSEDED, C.RENEWAL],
+        why="its certificate no longer holds, or expires soon while it is not in service (the autopilot's renewal)",
     ),
     _t(
         _BURNING,

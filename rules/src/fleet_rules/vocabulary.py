@@ -93,6 +93,9 @@ class TransitionCause(Vocabulary):
     FLEET_FILE = "fleet_file"
     HELD_BY_BREAKER = "held_by_breaker"  # an automatic move the circuit breaker held: the state did not change
     FATAL_XID = "fatal_xid"  # the kernel logged a fatal Xid for one of its GPUs during a burn-in (fleet_rules.xid)
+    RENEWAL = (
+        "renewal"  # the autopilot burns in again an accepted device, not in service, whose certificate expires soon
+    )
 
 
 class TopologyUnit(Vocabulary):
@@ -170,6 +173,8 @@ class PersonAction(Vocabulary):
     ISOLATION_DISPATCH = "start isolation"
     REPAIR_RECORD = "record a repair"
     BREAKER_RESET = "close a breaker"
+    AUTOPILOT_PAUSE = "pause the autopilot"
+    AUTOPILOT_RESUME = "resume the autopilot"
 
 
 # --- burn-in evidence and the projection ----------------------------------------------------------
@@ -341,3 +346,19 @@ class RepairPartCheck(Vocabulary):
     REMOVED_STILL_SEEN = "removed_still_seen"  # the serial it says was removed is still reported: a mismatch
     NO_SERIAL = "no_installed_serial"  # the record names no installed serial: nothing to check
     NOT_READ_YET = "not_read_yet"  # no fingerprint has been read since the repair
+
+
+# --- the bring-up autopilot ----------------------------------------------------------------------
+
+
+class AutopilotActionKind(Vocabulary):
+    """What a site's autopilot did (`fleet_rules.autopilot`), one line of its log each."""
+
+    DISPATCH = "dispatch"  # burn-in for devices whose targets have not run yet
+    RERUN = "rerun"  # failed or errored targets, after their backoff
+    ISOLATE = "isolation"  # culprit isolation of a collective that fails while its members pass alone
+    ADVANCE = "advance"  # the next round of a running isolation plan
+    RENEW = "renew"  # an accepted device not in service whose certificate expires soon: burned in again
+    PAUSE = "pause"  # an operator paused the site's autopilot
+    RESUME = "resume"  # an operator resumed it
+    DEFECT = "defect"  # a pass failed with an unexpected error: logged, the next pass goes on

@@ -8,6 +8,8 @@ so two transactions locking overlapping sets wait for each other instead of dead
 2. devices, in primary-key order (`lock_in_pk_order`, `lock_keys_in_pk_order`, and `locked_sql`
    for a statement that locks them itself, as the lifecycle's writer and certificate issuance do);
 3. the circuit breakers' scopes (site × resource class): transaction advisory locks, by key;
+   (the autopilot's leadership is a session advisory lock on a connection of its own, `LeaderLock`,
+   taken before any of these and never inside a transaction);
 4. a scope's breaker row, and jobs and leases, after the devices they concern.
 
 Every lock is `FOR NO KEY UPDATE`: it excludes other lockers of the rows, yet lets inserts that
@@ -19,10 +21,16 @@ already takes it again for free. Must run inside a transaction; the locks last u
 
 from __future__ import annotations
 
+import contextlib
+import time
 from collections.abc import Iterable
-from typing import Any, TypeVar, overload
+from typing import Any, NamedTuple, TypeVar, overload
 
-from django.db import models
+import psycopg
+from django.db import connections, models
+from psycopg import sql
+
+from fleet.core.statements import Statement
 
 M = TypeVar("M", bound=models.Model)
 R = TypeVar("R", bound=tuple[Any, ...])
@@ -76,3 +84,95 @@ def locked_sql(table: str, alias: str, columns: str, where: str) -> str:
 
 
 _LOCKED = "SELECT {columns} FROM {table} {alias} WHERE {where} ORDER BY {alias}.id {lock}"
+
+
+class Leadership(NamedTuple):
+    leading: bool
+
+
+#: The leader's lock: a session advisory lock, taken when free, never waited for.
+LEADER_TRY = Statement(
+    "core.leader_try",
+    "SELECT pg_try_advisory_lock(hashtextextended(%(key)s, 0)) AS leading",
+    Leadership,
+    example=lambda: {"key": "fleet.statement-test"},
+)
+
+
+class Alive(NamedTuple):
+    alive: int
+
+
+def _no_parameters() -> dict[str, Any]:
+    return {}
+
+
+LEADER_ALIVE = Statement("core.leader_alive", "SELECT 1 AS alive", Alive, example=_no_parameters)
+
+
+class LeaderLock:
+    """One leader at a time across processes: a session-level PostgreSQL advisory lock held on a
+    connection of its own (not Django's, which a transaction error or `close_old_connections` may
+    drop), so it lasts exactly as long as the process and its connection do — a leader that is
+    killed, or whose connection breaks, lets the next process take over at once. The same
+    connection LISTENs on `channel`: a writer's NOTIFY wakes the leader before its interval ends."""
+
+    def __init__(self, key: str, *, channel: str | None = None) -> None:
+        self.key = key
+        self.channel = channel
+        self._connection: psycopg.Connection[Any] | None = None
+
+    def _connect(self) -> psycopg.Connection[Any]:
+        params = connections["default"].get_connection_params()
+        params.pop("cursor_factory", None)
+        params.pop("context", None)
+        conn = psycopg.connect(**params, autocommit=True)
+        if self.channel:
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self.channel)))
+        return conn
+
+    def acquire(self) -> bool:
+        """Whether this process is the leader now (taking the lock when nobody holds it)."""
+        if self.held():
+            return True
+        self.release()
+        try:
+            self._connection = self._connect()
+            with self._connection.cursor() as cursor:
+                row = LEADER_TRY.one(cursor, {"key": self.key})
+        except psycopg.Error:
+            self.release()
+            return False
+        if row is None or not row.leading:
+            self.release()
+            return False
+        return True
+
+    def held(self) -> bool:
+        """Whether the lock's connection is alive (then the lock is ours)."""
+        if self._connection is None or self._connection.closed:
+            return False
+        try:
+            with self._connection.cursor() as cursor:
+                LEADER_ALIVE.one(cursor, {})
+        except psycopg.Error:
+            return False
+        return True
+
+    def wait(self, timeout: float) -> bool:
+        """Sleep until a NOTIFY on the channel or `timeout` seconds; True when woken."""
+        if self._connection is None or self.channel is None:
+            time.sleep(timeout)
+            return False
+        try:
+            for _ in self._connection.notifies(timeout=timeout, stop_after=1):
+                return True
+        except psycopg.Error:
+            return False
+        return False
+
+    def release(self) -> None:
+        if self._connection is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._connection.close()
+        self._connection = None

@@ -313,6 +313,17 @@ class BreakerResetForm(forms.Form):
     reason = forms.CharField(max_length=2000, strip=True)
 
 
+class AutopilotPauseForm(forms.Form):
+    token = forms.UUIDField(error_messages=TOKEN_ERRORS)
+    confirm = forms.BooleanField(error_messages=CONFIRM_ERRORS)
+    reason = forms.CharField(max_length=2000, strip=True)
+
+
+class AutopilotResumeForm(forms.Form):
+    token = forms.UUIDField(error_messages=TOKEN_ERRORS)
+    confirm = forms.BooleanField(error_messages=CONFIRM_ERRORS)
+
+
 class IsolationForm(forms.Form):
     """Which failed cohort: a topology (its id) and the multi-node requirement it failed."""
 

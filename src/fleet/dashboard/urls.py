@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet.dashboard import actions, lifecycle_views, views
+from fleet.dashboard import actions, autopilot_views, lifecycle_views, views
 
 app_name = "dashboard"
 
@@ -20,6 +20,9 @@ urlpatterns = [
         lifecycle_views.ResetBreaker.as_view(),
         name="breaker-reset",
     ),
+    path("sites/<slug:slug>/autopilot/", autopilot_views.AutopilotPage.as_view(), name="autopilot"),
+    path("sites/<slug:slug>/autopilot/pause/", autopilot_views.PauseAutopilot.as_view(), name="autopilot-pause"),
+    path("sites/<slug:slug>/autopilot/resume/", autopilot_views.ResumeAutopilot.as_view(), name="autopilot-resume"),
     path("sites/<slug:slug>/failures.csv", views.FailuresCsv.as_view(), name="failures-csv"),
     path("sites/<slug:slug>/devices/<str:hostname>/", views.DevicePage.as_view(), name="device"),
     path(

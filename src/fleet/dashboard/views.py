@@ -21,6 +21,7 @@ from django.shortcuts import render
 from django.utils import timezone
 from django.views import View
 
+from fleet.autopilot.selectors import site_autopilot
 from fleet.burnin.reads.certificate import certificate_page
 from fleet.burnin.reads.device import device_page
 from fleet.burnin.reads.execution import execution_page
@@ -95,7 +96,7 @@ class SitePage(access.Page, View):
         return _page(
             request,
             "dashboard/site.html",
-            _context(read),
+            _context(read) | {"autopilot": site_autopilot(read.site)},
             {"progress": "dashboard/partials/site_progress.html"},
         )
 

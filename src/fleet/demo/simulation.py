@@ -4,8 +4,8 @@ after `make reset` as before it (the device ids are new every time the fleet is 
 
 Besides the executor's random share of faulty devices, the seed picks one member of each NVLink
 domain with a permanent fabric fault: its own tests pass, and every collective of the domain that
-includes it is slow. That is the case culprit isolation exists for, and the demo's operator plays it
-(`fleet.demo.operator`)."""
+includes it is slow. That is the case culprit isolation exists for, and the site's autopilot plays it
+(`fleet.autopilot`, docs/autopilot.md)."""
 
 from __future__ import annotations
 

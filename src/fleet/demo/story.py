@@ -4,8 +4,8 @@
 last one told). `Technician` is the person at the rack: for a device that waits for repair it swaps
 the faulty GPU in the simulated hardware — the agent's state directory holds the technician's log
 (the fault is gone) and the swapped slot (the GPU reports a new serial) — and says what it swapped,
-serials as the hardware reports them, so that the repair the demo's operator records
-(`fleet.demo.operator`) matches what the next inventory reads."""
+serials as the hardware reports them, so that the repair the demo's technician records
+(`fleet.demo.technician`) matches what the next inventory reads."""
 
 from __future__ import annotations
 

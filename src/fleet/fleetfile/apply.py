@@ -1,8 +1,8 @@
 """`fleet apply`: make the database hold what a fleet file declares, idempotently.
 
-Validation happens before any write (the document, then its references to the database); the
-writes run in one transaction. A policy's version rises once when anything that judges devices
-changed (GPU vendor, requirements, thresholds, overrides, parameter constraints), never otherwise.
+Validation happens before any write (the document, then its references to the database); the writes
+run in one transaction (a site's `autopilot:` too). A policy's version rises once when anything that
+judges devices changed (GPU vendor, requirements, thresholds, overrides, parameter constraints).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from fleet.burnin.certificates.acceptance import overrides_record, refusal, unce
 from fleet.burnin.models import TestExecution
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.statistics import tables_analyse
+from fleet.fleetfile.autopilot import site_autopilot_apply
 from fleet.fleetfile.document import (
     DeviceDecl,
     FleetDocument,
@@ -30,13 +31,7 @@ from fleet.fleetfile.document import (
     RequirementDecl,
     SiteDecl,
 )
-from fleet.inventory.models import (
-    Device,
-    Satellite,
-    Site,
-    Topology,
-    TopologyMembership,
-)
+from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
 from fleet.jobs.models import Job, JobDevice
 from fleet.lifecycle.selectors import system_moved
 from fleet.lifecycle.services import Move, Refused, transitions_apply
@@ -214,6 +209,7 @@ class _Applier:
                 self.count("topologies", Change.UNCHANGED)
 
         self.apply_devices(site, decl.devices, satellites, topologies)
+        site_autopilot_apply(site, decl.autopilot)
         if self.prune:
             self.prune_site(site, decl)
 

@@ -19,6 +19,7 @@ from fleet.fleetfile.units import read_metric_units
 from fleet.inventory.hostnames import hostname_problem
 from fleet.inventory.models import SLUG_PATTERN
 from fleet.policies.models import GATE_PATTERN, MAX_CONSECUTIVE_PASSES
+from fleet_rules.autopilot import Settings as AutopilotSettings
 from fleet_rules.gpu_vendors import DEFAULT_GPU_VENDOR, vendor_of_metric, vendor_of_test, wrong_vendor
 from fleet_rules.lifecycle import BREAKER_SHARE, BREAKER_WINDOW, REPAIR_AFTER_FAILURES
 from fleet_rules.vocabulary import (
@@ -115,6 +116,21 @@ class DeviceDecl:
     topologies: dict[str, str]
 
 
+@dataclass(frozen=True)
+class AutopilotDecl:
+    """A site's bring-up autopilot (`fleet_rules.autopilot.Settings`, docs/autopilot.md); the
+    defaults when the file says nothing, with the autopilot off."""
+
+    enabled: bool = AutopilotSettings.enabled
+    max_under_test: int = AutopilotSettings.max_under_test
+    rack_share: float = AutopilotSettings.rack_share
+    backoff: timedelta = AutopilotSettings.backoff
+    isolate: bool = AutopilotSettings.isolate
+    renew_before: timedelta = AutopilotSettings.renew_before
+    #: resource class → its own limit of devices under test at once.
+    class_limits: dict[str, int] = field(default_factory=dict)
+
+
 @dataclass
 class SiteDecl:
     slug: str
@@ -122,6 +138,7 @@ class SiteDecl:
     satellites: list[SatelliteDecl]
     topologies: list[TopologyDecl]
     devices: list[DeviceDecl]
+    autopilot: AutopilotDecl = field(default_factory=AutopilotDecl)
 
 
 @dataclass
@@ -208,7 +225,7 @@ def _present(pairs: list[tuple[str, T | None]]) -> list[tuple[str, T]]:
 
 
 def _read_site(r: Reader, where: str, raw: Any) -> SiteDecl | None:
-    m = r.mapping(raw, where, {"slug", "name", "satellites", "topologies", "devices"})
+    m = r.mapping(raw, where, {"slug", "name", "satellites", "topologies", "devices", "autopilot"})
     if m is None:
         return None
     slug = r.string(m, "slug", where, pattern=SLUG_PATTERN, max_length=100)
@@ -291,6 +308,38 @@ def _read_site(r: Reader, where: str, raw: Any) -> SiteDecl | None:
         satellites=[s for _, s in satellites],
         topologies=[t for _, t in topologies],
         devices=[d for _, d in devices],
+        autopilot=_read_autopilot(r, f"{where}.autopilot", m.get("autopilot")),
+    )
+
+
+def _read_autopilot(r: Reader, where: str, raw: Any) -> AutopilotDecl:
+    if raw is None:
+        return AutopilotDecl()
+    m = r.mapping(
+        raw, where, {"enabled", "max_under_test", "rack_share", "backoff", "isolate", "renew_before", "class_limits"}
+    )
+    if m is None:
+        return AutopilotDecl()
+    default = AutopilotDecl()
+    share = r.positive_number(m, "rack_share", where)
+    if share is not None and share > 1:
+        r.problem(f"{where}.rack_share", f"must be a share of a rack's devices, above 0 and at most 1, got {share}")
+    limits: dict[str, int] = {}
+    for resource_class, limit in r.object(m, "class_limits", where).items():
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+            r.problem(f"{where}.class_limits.{resource_class}", f"must be a whole number of devices ≥ 1, got {limit!r}")
+        else:
+            limits[str(resource_class)] = limit
+    backoff = _read_duration(r, m, "backoff", where)
+    renew_before = _read_duration(r, m, "renew_before", where)
+    return AutopilotDecl(
+        enabled=r.boolean(m, "enabled", where, default=default.enabled),
+        max_under_test=r.integer(m, "max_under_test", where, default=default.max_under_test, low=1, high=1_000_000),
+        rack_share=share if share is not None and share <= 1 else default.rack_share,
+        backoff=backoff if backoff is not None else default.backoff,
+        isolate=r.boolean(m, "isolate", where, default=default.isolate),
+        renew_before=renew_before if renew_before is not None else default.renew_before,
+        class_limits=limits,
     )
 
 

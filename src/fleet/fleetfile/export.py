@@ -12,6 +12,9 @@ from uuid import UUID
 
 import yaml
 
+from fleet.autopilot.models import SiteAutopilot
+from fleet.autopilot.services import DECLARED
+from fleet.fleetfile.autopilot import autopilot_entry
 from fleet.fleetfile.document import LifecycleDecl
 from fleet.fleetfile.durations import duration_text
 from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
@@ -86,6 +89,12 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
         entry["thresholds"] = rules[r.id]
         requirements[r.policy_id].append(entry)
 
+    autopilots = {
+        row.site_id: autopilot_entry(
+            {k: getattr(row, k) for k in DECLARED} | {"class_limits": dict(sorted(row.class_limits.items()))}
+        )
+        for row in SiteAutopilot.objects.filter(site_id__in=site_ids)
+    }
     document: dict[str, Any] = {
         "sites": [
             {
@@ -95,6 +104,7 @@ def fleet_export(site_slugs: list[str] | None = None) -> dict[str, Any]:
                 "topologies": topologies[s.id],
                 "devices": devices[s.id],
             }
+            | ({"autopilot": autopilots[s.id]} if autopilots.get(s.id) else {})
             for s in sites
         ],
         "policies": [],

@@ -13,16 +13,20 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import timedelta
 from typing import Any, NamedTuple
 from uuid import UUID, uuid4
 
 from django.db import connection
 from django.db.models import Count
 
+from fleet.autopilot.services import autopilot_changes
 from fleet.burnin.models import AcceptanceCertificate
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
+from fleet.fleetfile.autopilot import autopilot_fields
 from fleet.fleetfile.document import FleetDocument
+from fleet.fleetfile.durations import duration_text
 from fleet.inventory.models import Device, Site
 from fleet.policies.models import AcceptancePolicy, Requirement, ThresholdRule
 from fleet_rules.canonical import canonical_json
@@ -135,6 +139,8 @@ class WhatIf:
     replayed: int = 0
     #: Scopes whose circuit breaker the candidate would trip, in words.
     breakers: list[str] = field(default_factory=list)
+    #: What the file would change in each site's autopilot, in words.
+    autopilot: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         ordered = sorted(self.flips, key=lambda f: (f.site, f.resource_class, f.requirement, f.target))
@@ -142,6 +148,7 @@ class WhatIf:
             "flips": [f.as_dict() for f in ordered],
             "certificates_superseded": self.certificates_superseded,
             "breakers": self.breakers,
+            "autopilot": self.autopilot,
         }
 
 
@@ -203,7 +210,7 @@ def _json(value: Any) -> Any:
 
 def policy_what_if(*, document: FleetDocument) -> WhatIf:
     """What applying `document` would flip; reads only."""
-    result = WhatIf()
+    result = WhatIf(autopilot=_autopilot_changes(document))
     changed = _changed_requirements(document)
     if not changed:
         return result
@@ -282,3 +289,21 @@ def _breakers_tripped(document: FleetDocument, failing: dict[tuple[UUID, str, st
                 "suspect the thresholds before the hardware."
             )
     return found
+
+
+def _autopilot_changes(document: FleetDocument) -> list[str]:
+    """Each site's autopilot settings the file would change: "lon-1: max_under_test 64 → 32"."""
+    sites = {s.slug: s for s in Site.objects.filter(slug__in=[d.slug for d in document.sites])}
+    lines = []
+    for decl in document.sites:
+        for key, now, then in autopilot_changes(site=sites.get(decl.slug), settings=autopilot_fields(decl.autopilot)):
+            lines.append(f"{decl.slug}: autopilot {key} {_setting(now)} → {_setting(then)}")
+    return lines
+
+
+def _setting(value: Any) -> str:
+    if isinstance(value, timedelta):
+        return duration_text(value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)

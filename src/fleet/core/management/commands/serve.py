@@ -10,13 +10,21 @@ Processes: the `fleet serve` process is the supervisor; it forks `--workers` wor
 (granian's `fork` start method on Linux), restarts a worker that dies, and on SIGTERM/SIGINT
 stops them gracefully (`--graceful-timeout`, then they are killed). The workers' metrics add up
 through prometheus-client's multiprocess files (`fleet.core.multiprocess`, prepared by `fleet.cli`).
+It also starts the bring-up autopilot's loop (`fleet autopilot`, docs/autopilot.md) as a child
+process, unless `--no-autopilot` (FLEET_AUTOPILOT=off): every `fleet serve` runs one, and one leader
+among them acts (a PostgreSQL advisory lock), so a second server is a standby, not a second actor.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import ctypes
 import logging
 import os
+import signal
+import subprocess
+import sys
 from typing import Any
 
 from django.conf import settings
@@ -53,6 +61,12 @@ class Command(BaseCommand):
         )
         parser.add_argument("--graceful-timeout", type=int, default=20, help="Seconds a worker gets to stop.")
         parser.add_argument("--access-log", action="store_true", help="Log every request to stdout.")
+        parser.add_argument(
+            "--no-autopilot",
+            action="store_true",
+            default=os.environ.get("FLEET_AUTOPILOT", "").strip().lower() in ("off", "0", "false", "no"),
+            help="Do not start the bring-up autopilot's loop (FLEET_AUTOPILOT=off).",
+        )
 
     def handle(self, *args, **options):
         from granian import Granian
@@ -86,10 +100,44 @@ class Command(BaseCommand):
             options["port"],
             options["workers"],
         )
+        # By command name, not import: the kernel knows no app (the autopilot is one).
+        autopilot = (
+            None
+            if options["no_autopilot"]
+            else subprocess.Popen(
+                [sys.executable, "-m", "fleet", "autopilot"],
+                env=os.environ | {"FLEET_AUTOPILOT_PARENT": str(os.getpid())},
+                preexec_fn=_end_with_parent,
+            )
+        )
         try:
             server.serve()
         finally:
+            if autopilot is not None:
+                _stop(autopilot, timeout=options["graceful_timeout"])
             multiprocess.cleanup()
+
+
+def _end_with_parent() -> None:
+    """In the autopilot's child before exec (Linux): SIGTERM when this server dies, even killed
+    outright, so that no loop outlives its server (nor holds its database open)."""
+    with contextlib.suppress(OSError, AttributeError):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
+PR_SET_PDEATHSIG = 1
+
+
+def _stop(process: subprocess.Popen[bytes], *, timeout: float) -> None:
+    """SIGTERM (it ends its pass and releases the leadership), then SIGKILL after `timeout`."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
 
 
 def _granian_logging() -> dict[str, Any]:

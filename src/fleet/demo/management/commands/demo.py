@@ -1,9 +1,11 @@
 """`fleet demo`: the service with a simulated fleet going through burn-in.
 
 Migrates (creating DATABASE_URL's database when it does not exist yet), applies the example fleet,
-issues each satellite its OAuth2 client, starts `fleet serve` and one `fleet-agent run` (simulated
-executor) per satellite, prints the dashboard's URL and login in a box, then plays the operator
-(`fleet.demo.operator`) and prints the progress table whenever it changes, until Ctrl-C. Every log
+issues each satellite its OAuth2 client, turns each site's bring-up autopilot on (`fleet.autopilot`:
+it dispatches, reruns after a backoff, isolates a collective's culprit, and says why in its log
+lines), starts `fleet serve` (which runs the autopilot's loop) and one `fleet-agent run` (simulated
+executor) per satellite, prints the dashboard's URL and login in a box, then plays the technician
+(`fleet.demo.technician`: repairs) and prints the progress table whenever it changes, until Ctrl-C. Every log
 line — the server's, the agents', its own — has one format (`FLEET_LOG_FORMAT`, text unless set).
 `fleet demo --reset` (`make reset`) deletes the demo's data.
 
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import time
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import IO, cast
 
@@ -53,11 +55,11 @@ from fleet.core import embedded
 from fleet.core.console import command_console
 from fleet.core.dbbackend.base import APP_DATABASE
 from fleet.core.logs import JsonLines, TextLines
-from fleet.demo.operator import DemoOperator
 from fleet.demo.simulation import agent_environment
 from fleet.demo.story import LifecycleStory, Technician
+from fleet.demo.technician import RepairRounds
 from fleet.fleetfile.apply import fleet_apply
-from fleet.fleetfile.document import FleetFileError, parse_text
+from fleet.fleetfile.document import AutopilotDecl, FleetFileError, parse_text
 from fleet.inventory.models import Satellite, Site
 from fleet.inventory.services import satellite_credentials_issue
 from fleet.jobs.models import Job
@@ -109,7 +111,13 @@ class Command(BaseCommand):
             default=0.15,
             help="Share of the simulated devices that are faulty and fail some tests, 0 to 1 (default 0.15).",
         )
-        parser.add_argument("--dispatch-every", type=float, default=15.0, help="Seconds between operator reruns.")
+        parser.add_argument(
+            "--dispatch-every",
+            type=float,
+            default=15.0,
+            help="The sites' autopilot backoff in seconds: how long a failed target waits before it is rerun "
+            "(doubling with each attempt; an errored one a quarter of it). Default 15.",
+        )
         parser.add_argument("--duration", type=float, default=0.0, help="Stop after this many seconds (0: never).")
         parser.add_argument(
             "--max-attempts",
@@ -155,9 +163,17 @@ class Command(BaseCommand):
             policy.lifecycle = replace(
                 policy.lifecycle, repair_after_failures=options["max_attempts"], breaker_share=DEMO_BREAKER_SHARE
             )
+        for site in document.sites:
+            # The product's autopilot drives the bring-up (docs/autopilot.md); the demo's clock is
+            # compressed, so its backoff is seconds.
+            site.autopilot = AutopilotDecl(
+                enabled=True,
+                max_under_test=DEMO_MAX_UNDER_TEST,
+                backoff=timedelta(seconds=max(1, round(options["dispatch_every"]))),
+            )
         summary = fleet_apply(document=document)
         self.story = LifecycleStory()
-        self.operator = DemoOperator(Technician(settings.DATA_DIR / "agents"), options["repair_after"])
+        self.technician = RepairRounds(Technician(settings.DATA_DIR / "agents"), options["repair_after"])
         log.info("fleet applied from %s (%s devices created)", options["fleet_file"], summary.counts["devices"].created)
         password = self.ensure_admin(console)
         base = f"http://{options['host']}:{options['port']}"
@@ -184,6 +200,9 @@ class Command(BaseCommand):
                     {
                         "FLEET_REQUEST_LOG_LEVEL": os.environ.get("FLEET_REQUEST_LOG_LEVEL", "WARNING"),
                         "FLEET_LOG_FORMAT": log_format,
+                        # The autopilot's loop (a child of the server) wakes on every change; this
+                        # is its pass when nothing changed (a backoff ending), on the demo's clock.
+                        "FLEET_AUTOPILOT_INTERVAL": os.environ.get("FLEET_AUTOPILOT_INTERVAL", "2"),
                     },
                 )
             )
@@ -218,8 +237,8 @@ class Command(BaseCommand):
                 if any(child.poll() is not None for child in children):
                     raise CommandError("a demo process exited unexpectedly; see the log above")
                 if time.monotonic() >= next_dispatch:
-                    self.operator_pass(console)
-                    next_dispatch = time.monotonic() + options["dispatch_every"]
+                    self.technician_pass(console)
+                    next_dispatch = time.monotonic() + TECHNICIAN_EVERY_S
                 time.sleep(0.5)
         finally:
             # Agents first, so their last reports and handed-back jobs still reach the server; then
@@ -336,10 +355,12 @@ class Command(BaseCommand):
             Text(f"password kept in {password_file} (mode 0600)"),
             Text(f"API docs {base}/api/docs/  ·  admin {base}/admin/"),
             Text(
-                f"The operator loop reruns what has not passed; {max_attempts} failure(s) of a target send its device "
+                f"The site's autopilot (its lines: fleet.autopilot) burns in at most {DEMO_MAX_UNDER_TEST} devices at "
+                f"once and reruns what failed after a backoff; {max_attempts} failure(s) of a target send its device "
                 "to repair, and the demo's technician repairs it; a rack collective failing while its members pass "
-                "their own tests is not rerun but isolated, and its culprit repaired. The table below is printed "
-                "when it changes. Ctrl-C stops everything; `make reset` starts over.",
+                "their own tests is not rerun but isolated, and its culprit repaired. Its log: the dashboard's "
+                "site › Autopilot. The table below is printed when it changes. Ctrl-C stops everything; "
+                "`make reset` starts over.",
             ),
         ]
         # Wide enough that no URL, password or path is broken over two lines.
@@ -397,11 +418,11 @@ class Command(BaseCommand):
         password_file.chmod(0o600)
         return password
 
-    def operator_pass(self, console: Console) -> None:
-        """Say what the lifecycle did, let the demo's operator act (`fleet.demo.operator`: repairs,
-        culprit isolation, reruns), and print the table if it changed."""
+    def technician_pass(self, console: Console) -> None:
+        """Say what the lifecycle did, let the technician record the repairs due
+        (`fleet.demo.technician`), and print the table if it changed. The rest is the autopilot's."""
         self.story.tell()
-        self.operator.act()
+        self.technician.record_repairs()
         self.print_progress(console)
 
     def print_progress(self, console: Console) -> None:
@@ -441,6 +462,10 @@ class Command(BaseCommand):
             console.print(line, markup=False, highlight=False)
 
 
+#: The demo's blast radius: devices under test at once at a site (an NVL72 domain's 18 trays fit).
+DEMO_MAX_UNDER_TEST = 24
+#: Seconds between the technician's rounds (and the progress table's refresh).
+TECHNICIAN_EVERY_S = 2.0
 #: The circuit breaker's share of a class's devices the demo's policies take (docs/lifecycle.md).
 DEMO_BREAKER_SHARE = 0.5
 #: Failing targets listed under the progress table (the dashboard lists them all).

@@ -101,6 +101,8 @@ def render_what_if(result: dict, console: Console) -> None:
     )
     for warning in result["breakers"]:
         console.print(f"[bold red]⚠ circuit breaker:[/bold red] {warning}")
+    for change in result["autopilot"]:
+        console.print(f"autopilot: {change}")
     console.print("Nothing was written (--what-if).")
 
 
