@@ -86,6 +86,7 @@ INSTALLED_APPS = [
     "fleet.inventory",
     "fleet.policies",
     "fleet.jobs",
+    "fleet.events",
     "fleet.lifecycle",
     "fleet.burnin",
     "fleet.repairs",

@@ -341,3 +341,38 @@ class RepairPartCheck(Vocabulary):
     REMOVED_STILL_SEEN = "removed_still_seen"  # the serial it says was removed is still reported: a mismatch
     NO_SERIAL = "no_installed_serial"  # the record names no installed serial: nothing to check
     NOT_READ_YET = "not_read_yet"  # no fingerprint has been read since the repair
+
+
+# --- events out (the outbox and webhooks) -----------------------------------------------------------
+
+
+class EventType(Vocabulary):
+    """What an event says happened (CloudEvents `type`). A device's state change is
+    `com.fleet-burnin.device.<state>`: one per `DeviceState`, so a subscriber asks for
+    `device.needs_repair` as it reads the lifecycle."""
+
+    DEVICE_STAGED = "com.fleet-burnin.device.staged"
+    DEVICE_BURN_IN = "com.fleet-burnin.device.burn_in"
+    DEVICE_ACCEPTED = "com.fleet-burnin.device.accepted"
+    DEVICE_IN_SERVICE = "com.fleet-burnin.device.in_service"
+    DEVICE_MAINTENANCE = "com.fleet-burnin.device.maintenance"
+    DEVICE_DECOMMISSIONED = "com.fleet-burnin.device.decommissioned"
+    DEVICE_NEEDS_REPAIR = "com.fleet-burnin.device.needs_repair"
+    REPAIR_RECORDED = "com.fleet-burnin.repair.recorded"
+    BREAKER_OPENED = "com.fleet-burnin.breaker.opened"
+    BREAKER_RESET = "com.fleet-burnin.breaker.reset"
+    CERTIFICATE_ISSUED = "com.fleet-burnin.certificate.issued"
+    CERTIFICATE_SUPERSEDED = "com.fleet-burnin.certificate.superseded"
+    ISOLATION_CULPRIT_FOUND = "com.fleet-burnin.isolation.culprit_found"
+
+
+#: The prefix of a device state change's event type (the state's value follows).
+DEVICE_EVENT_PREFIX = "com.fleet-burnin.device."
+
+
+class DeliveryStatus(Vocabulary):
+    """Where one event's delivery to one subscription stands."""
+
+    SCHEDULED = "scheduled"  # not yet acknowledged: due at its next try
+    DELIVERED = "delivered"  # the receiver answered 2xx
+    FAILED = "failed"  # retried for the subscription's whole retry window, then given up (redeliver restarts it)
