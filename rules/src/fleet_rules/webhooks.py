@@ -1,5 +1,5 @@
 """Webhooks' decisions, without a database: how a delivery is signed (the Standard Webhooks
-scheme), when a failed delivery is tried again (exponential backoff with full jitter, for a bounded
+scheme), when a failed delivery is tried again (exponential backoff with jitter, for a bounded
 window), and which addresses a delivery may not reach (SSRF: loopback, link-local, private).
 
 The signature: `webhook-signature: v1,<base64 HMAC-SHA256 over "<webhook-id>.<webhook-timestamp>.<body>">`,
@@ -26,7 +26,7 @@ SECRET_BYTES = 32
 #: A receiver refuses a timestamp further than this from its clock (replays).
 TIMESTAMP_TOLERANCE = timedelta(minutes=5)
 
-#: The first retry's delay; each next one doubles, up to `MAX_BACKOFF`, with full jitter.
+#: The first retry's delay; each next one doubles, up to `MAX_BACKOFF`, with jitter.
 FIRST_BACKOFF = timedelta(seconds=5)
 MAX_BACKOFF = timedelta(hours=1)
 #: How long a delivery is retried before the subscription is marked failing (per subscription).
@@ -89,12 +89,13 @@ def next_try(
     first_tried: datetime,
     now: datetime,
     window: timedelta = RETRY_WINDOW,
+    first_backoff: timedelta = FIRST_BACKOFF,
     rng: random.Random | None = None,
 ) -> Retry:
-    """Exponential backoff with full jitter (a delay drawn in [base/2, base], base doubling from
-    `FIRST_BACKOFF`, capped at `MAX_BACKOFF`): receivers coming back are not hit by every sender at
+    """Exponential backoff with jitter (a delay drawn in [base/2, base], base doubling from
+    `first_backoff`, capped at `MAX_BACKOFF`): receivers coming back are not hit by every sender at
     once. Given up once the next try would fall after `first_tried + window`."""
-    base = min(FIRST_BACKOFF * (2 ** max(attempts - 1, 0)), MAX_BACKOFF)
+    base = min(first_backoff * (2 ** min(max(attempts - 1, 0), 30)), MAX_BACKOFF)
     draw = (rng or random).uniform(0.5, 1.0)
     at = now + base * draw
     return Retry(None if at > first_tried + window else at)

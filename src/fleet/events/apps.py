@@ -14,4 +14,4 @@ class EventsConfig(AppConfig):
         from fleet.core.metrics import register_scrape_collector
         from fleet.events.metrics import events_gauges
 
-        register_scrape_collector("events", events_gauges, permissions=("events.view_subscription",))
+        register_scrape_collector("events", events_gauges, permissions=("inventory.view_satellite",))
