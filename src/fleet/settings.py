@@ -411,6 +411,7 @@ OAUTH2_PROVIDER = {
         "job:run": "Claim, heartbeat and finish burn-in jobs; satellite heartbeats",
         "job:create": "Create jobs and dispatch reruns",
         "fleet:metrics": "Scrape /metrics (Prometheus)",
+        "webhooks:manage": "Manage webhook subscriptions and redeliver (admins)",
     },
     "DEFAULT_SCOPES": ["fleet:read"],
     "SCOPES_BACKEND_CLASS": "fleet.inventory.identity.ClientScopes",
@@ -487,3 +488,7 @@ OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
 OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"
 OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
+
+# --- events out (fleet.events) ----------------------------------------------------------------
+#: The service's address as receivers reach it: an event's `source` and the base of its links.
+FLEET_PUBLIC_URL = os.environ.get("FLEET_PUBLIC_URL", "http://127.0.0.1:8000").strip().rstrip("/")

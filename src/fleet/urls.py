@@ -20,6 +20,7 @@ api_v1 = [
     path("", include("fleet.inventory.api.urls")),
     path("", include("fleet.policies.api.urls")),
     path("", include("fleet.jobs.api.urls")),
+    path("", include("fleet.events.api.urls")),
 ]
 
 urlpatterns = [
