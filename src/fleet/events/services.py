@@ -82,6 +82,7 @@ def subscription_update(
     site: Site | None | bool = False,
     active: bool | None = None,
     allow_private: bool | None = None,
+    secret: str | None = None,
 ) -> Subscription:
     """Change what a subscription receives and where (`site=False`: unchanged, None: every site)."""
     subscription = Subscription.objects.select_for_update().filter(id=subscription_id).first()
@@ -96,6 +97,12 @@ def subscription_update(
         subscription.site = site if isinstance(site, Site) else None
     if active is not None:
         subscription.active = active
+    if secret is not None:
+        try:
+            webhooks.secret_key(secret)
+        except ValueError as exc:
+            raise FleetError(f"The secret is not usable: {exc}.", field_errors={"secret": [str(exc)]}) from exc
+        subscription.secret = secret
     subscription.save()
     return subscription
 

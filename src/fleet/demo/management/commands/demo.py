@@ -1,10 +1,11 @@
 """`fleet demo`: the service with a simulated fleet going through burn-in.
 
 Migrates (creating DATABASE_URL's database when it does not exist yet), applies the example fleet,
-issues each satellite its OAuth2 client, starts `fleet serve` and one `fleet-agent run` (simulated
-executor) per satellite, prints the dashboard's URL and login in a box, then plays the operator
-(`fleet.demo.operator`) and prints the progress table whenever it changes, until Ctrl-C. Every log
-line — the server's, the agents', its own — has one format (`FLEET_LOG_FORMAT`, text unless set).
+issues each satellite its OAuth2 client, starts `fleet serve`, the webhook worker `fleet deliver` and
+one `fleet-agent run` (simulated executor) per satellite, prints the dashboard's URL and login in a
+box, then plays the operator (`fleet.demo.operator`) and prints the progress table whenever it
+changes, until Ctrl-C. Every log line — the server's, the agents', its own — has one format
+(`FLEET_LOG_FORMAT`, text unless set).
 `fleet demo --reset` (`make reset`) deletes the demo's data.
 
 The server and the agents run in process groups of their own, so that Ctrl-C (SIGINT to the
@@ -209,6 +210,8 @@ class Command(BaseCommand):
                     "FLEET_AGENT_LOG_LEVEL": os.environ.get("FLEET_AGENT_LOG_LEVEL", "WARNING"),
                 }
                 children.append(self.spawn([sys.executable, "-m", "fleet_agent", "run"], env))
+            # The webhook worker: what the fleet says (docs/events.md) reaches whoever subscribed.
+            children.append(self.spawn([sys.executable, "-m", "fleet", "deliver"], {"FLEET_LOG_FORMAT": log_format}))
             self.wait_for_agents(started_at=time.time(), timeout=20)
             self.print_login(console, base, password, options["max_attempts"])
             started, next_dispatch = time.monotonic(), time.monotonic() + 5
