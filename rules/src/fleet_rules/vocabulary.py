@@ -170,6 +170,7 @@ class PersonAction(Vocabulary):
     ISOLATION_DISPATCH = "start isolation"
     REPAIR_RECORD = "record a repair"
     BREAKER_RESET = "close a breaker"
+    WEBHOOK_REDELIVER = "redeliver webhooks"
 
 
 # --- burn-in evidence and the projection ----------------------------------------------------------
