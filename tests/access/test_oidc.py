@@ -42,9 +42,11 @@ class Provider:
         self.users_file.write_text(json.dumps({name: {"groups": groups} for name, groups in users.items()}))
 
 
-def start_provider(tmp: Path, *, issuer_host: str = "127.0.0.1", redirect_uris: str = "") -> Provider:
+def start_provider(
+    tmp: Path, *, issuer_host: str = "127.0.0.1", redirect_uris: str = "", port: int | None = None
+) -> Provider:
     node = require_node_packages(SUPPORT, why="the OpenID Connect sign-in tests")
-    port = free_port()
+    port = port or free_port()
     users_file = tmp / "users.json"
     users_file.write_text("{}")
     issuer = f"http://{issuer_host}:{port}"
