@@ -19,7 +19,9 @@ from fleet.core.error_schema import ERROR_COMPONENTS
 from fleet.core.logs import log_format
 from fleet_rules.vocabulary import (
     Comparator,
+    DeliveryStatus,
     DeviceState,
+    EventType,
     ExclusionReason,
     ExecutionStatus,
     JobStatus,
@@ -393,6 +395,8 @@ SPECTACULAR_SETTINGS = {
         "ExecutionStatusEnum": ExecutionStatus.choices,
         "JobStatusEnum": JobStatus.choices,
         "RequirementScopeEnum": RequirementScope.choices,
+        "EventTypeEnum": EventType.choices,
+        "DeliveryStatusEnum": DeliveryStatus.choices,
     },
     "APPEND_COMPONENTS": {"schemas": ERROR_COMPONENTS},
     "SWAGGER_UI_DIST": "SIDECAR",

@@ -72,7 +72,7 @@ class Redeliver(access.Page, View):
     again, once per token, and back to the log."""
 
     permission_required = CHANGE_SUBSCRIPTIONS
-    action = "redeliver webhooks"
+    action = "redeliver failed webhook deliveries"
 
     def get(self, request: HttpRequest, name: str) -> HttpResponse:
         if "token" not in request.GET:

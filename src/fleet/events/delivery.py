@@ -1,8 +1,9 @@
 """The delivery worker (`fleet deliver`): fan events out to their subscriptions, lease the
 deliveries that are due, send them signed (Standard Webhooks), record what the receivers said.
 
-Several workers may run: fan-out and leasing take rows `FOR UPDATE SKIP LOCKED`, so two never take
-the same event or delivery at once. A delivery is leased for `lease` seconds; a worker killed while
+Several workers may run: fan-out and leasing take their rows as a queue's
+(`fleet.core.locks.queue_rows_sql`: locked rows skipped), so two never take the same event or
+delivery at once. A delivery is leased for `lease` seconds; a worker killed while
 sending leaves the lease to lapse and another (or the next) worker sends it again, with the same
 `webhook-id` (at least once: receivers deduplicate by it). A failed try is retried with
 exponential backoff and jitter (`fleet_rules.webhooks.next_try`) for the subscription's retry
@@ -28,10 +29,10 @@ import httpx
 from django.db import connection, transaction
 from django.utils import timezone
 
+from fleet.core.locks import queue_rows_sql
 from fleet.core.rows import recordset
 from fleet.core.statements import NoRow, Statement, select_list
 from fleet.events import cloudevents
-from fleet.events.metrics import DELIVERIES
 from fleet.events.models import Delivery, Event, Subscription
 from fleet.events.targets import url_refusal
 from fleet_rules import webhooks
@@ -68,8 +69,7 @@ FAN_OUT = Statement(
     sql(
         """
 WITH batch AS (
-    SELECT e.id, e.type, e.site_id FROM {event} e WHERE NOT e.fanned_out
-    ORDER BY e.time, e.id LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    {batch}
 ), made AS (
     INSERT INTO {delivery} (id, subscription_id, event_id, status, attempts, created_at, next_attempt_at, error)
     SELECT gen_random_uuid(), s.id, b.id, %(scheduled)s, 0, %(now)s, %(now)s, ''
@@ -82,7 +82,10 @@ WITH batch AS (
     UPDATE {event} e SET fanned_out = true FROM batch b WHERE e.id = b.id RETURNING 1
 )
 SELECT (SELECT count(*) FROM marked) AS events, (SELECT count(*) FROM made) AS deliveries
-"""
+""",
+        batch=queue_rows_sql(
+            TABLES["event"], "e", "e.id, e.type, e.site_id", "NOT e.fanned_out", "e.time, e.id", "%(limit)s"
+        ),
     ),
     FannedOut,
     example=lambda: {"limit": 10, "now": timezone.now(), "scheduled": DeliveryStatus.SCHEDULED.value},
@@ -112,10 +115,7 @@ LEASE = Statement(
     sql(
         """
 WITH due AS (
-    SELECT d.id FROM {delivery} d
-    WHERE d.status = %(scheduled)s AND d.next_attempt_at <= %(now)s
-      AND (d.leased_until IS NULL OR d.leased_until < %(now)s)
-    ORDER BY d.next_attempt_at, d.created_at LIMIT %(limit)s FOR UPDATE SKIP LOCKED
+    {due}
 ), leased AS (
     UPDATE {delivery} d SET leased_until = %(until)s, attempts = d.attempts + 1 FROM due WHERE d.id = due.id
     RETURNING d.id, d.attempts, d.created_at, d.subscription_id, d.event_id
@@ -124,6 +124,15 @@ SELECT {columns} FROM leased l
 JOIN {subscription} s ON s.id = l.subscription_id JOIN {event} e ON e.id = l.event_id
 ORDER BY e.time, e.id
 """,
+        due=queue_rows_sql(
+            TABLES["delivery"],
+            "d",
+            "d.id",
+            "d.status = %(scheduled)s AND d.next_attempt_at <= %(now)s"
+            " AND (d.leased_until IS NULL OR d.leased_until < %(now)s)",
+            "d.next_attempt_at, d.created_at",
+            "%(limit)s",
+        ),
         columns=select_list(
             Leased,
             {
@@ -254,7 +263,6 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
         status, next_at = DeliveryStatus.DELIVERED, None
         if t.ok:
             delivered.add(t.leased.subscription_id)
-            DELIVERIES.labels(DeliveryStatus.DELIVERED).inc()
         else:
             retry = webhooks.next_try(
                 attempts=t.leased.attempts,
@@ -267,10 +275,9 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
             if retry.at is None:
                 status = DeliveryStatus.FAILED
                 failed.add(t.leased.subscription_id)
-                DELIVERIES.labels(DeliveryStatus.FAILED).inc()
+                log.warning("gave up delivering %s to %s: %s", t.leased.event_id, t.leased.url, t.error)
             else:
                 status, next_at = DeliveryStatus.SCHEDULED, retry.at
-                DELIVERIES.labels("retry").inc()
         outcomes.append(
             {
                 "id": str(t.leased.delivery_id),

@@ -1,24 +1,17 @@
-"""The webhooks' metrics: subscriptions failing (the alert `FleetWebhookSubscriptionFailing`),
-deliveries pending and the outbox's backlog, read at scrape time (two queries); deliveries by
-outcome, counted by the worker."""
+"""The webhooks' metrics, read from the database at scrape time (two queries): subscriptions
+failing (the alert `FleetWebhookSubscriptionFailing`), deliveries pending, the outbox's backlog.
+The `fleet deliver` worker serves no /metrics of its own: what it did is in the delivery log."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
 from django.db.models import Count, Q
-from prometheus_client import Counter
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.metrics_core import Metric
 
 from fleet.events.models import Event, Subscription
 from fleet_rules.vocabulary import DeliveryStatus
-
-DELIVERIES = Counter(
-    "fleet_webhook_deliveries",
-    "Webhook delivery tries by outcome (delivered, retry, failed: given up after the retry window).",
-    ["outcome"],
-)
 
 
 def events_gauges() -> Iterable[Metric]:

@@ -8,10 +8,8 @@ changed (GPU vendor, requirements, thresholds, overrides, parameter constraints)
 from __future__ import annotations
 
 import operator
-import os
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
+from dataclasses import asdict, dataclass, replace
 from functools import reduce
 from typing import Any
 
@@ -21,11 +19,8 @@ from django.utils import timezone
 
 from fleet.burnin.certificates.acceptance import overrides_record, refusal, uncertified
 from fleet.burnin.models import TestExecution
-from fleet.core.exceptions import FleetError
 from fleet.core.locks import lock_keys_in_pk_order
 from fleet.core.statistics import tables_analyse
-from fleet.events.models import Subscription
-from fleet.events.services import subscription_create, subscription_update
 from fleet.fleetfile.document import (
     DeviceDecl,
     FleetDocument,
@@ -34,6 +29,8 @@ from fleet.fleetfile.document import (
     RequirementDecl,
     SiteDecl,
 )
+from fleet.fleetfile.subscriptions import subscriptions_apply
+from fleet.fleetfile.summary import ApplySummary, Change
 from fleet.inventory.models import (
     Device,
     Satellite,
@@ -48,55 +45,6 @@ from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requiremen
 from fleet_rules.lifecycle import needs_certificate as lifecycle_needs_certificate
 from fleet_rules.lifecycle import refusal as lifecycle_refusal
 from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
-
-KINDS = (
-    "sites",
-    "satellites",
-    "topologies",
-    "devices",
-    "policies",
-    "requirements",
-    "thresholds",
-    "parameter_profiles",
-    "subscriptions",
-)
-
-
-class Change(StrEnum):
-    """What applying a file did to one declared thing (the summary's columns)."""
-
-    CREATED = "created"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-    REMOVED = "removed"
-
-
-@dataclass
-class KindCounts:
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-
-
-@dataclass
-class ApplySummary:
-    dry_run: bool = False
-    counts: dict[str, KindCounts] = field(default_factory=lambda: {k: KindCounts() for k in KINDS})
-    policy_versions: dict[str, tuple[int | None, int]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return any(c.created or c.updated or c.removed for c in self.counts.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": self.dry_run,
-            "counts": {k: vars(v) for k, v in self.counts.items()},
-            "policy_versions": {rc: {"from": old, "to": new} for rc, (old, new) in self.policy_versions.items()},
-            "notes": self.notes,
-        }
 
 
 class _DryRun(Exception):
@@ -187,7 +135,7 @@ class _Applier:
         for policy in document.policies:
             self.apply_policy(policy)
         self.apply_profiles(document)
-        self.apply_subscriptions(document)
+        subscriptions_apply(document, count=self.count, notes=self.summary.notes)
 
     # --- inventory --------------------------------------------------------------------------
 
@@ -594,65 +542,6 @@ class _Applier:
                 self.count("parameter_profiles", Change.UPDATED)
             else:
                 self.count("parameter_profiles", Change.UNCHANGED)
-
-    def apply_subscriptions(self, document: FleetDocument) -> None:
-        """Create or update the declared webhook subscriptions (never pruned: a receiver's
-        subscription is removed through the API or the dashboard). A secret comes from the
-        environment variable the file names; a new one without it is minted and shown once."""
-        existing = {s.name: s for s in Subscription.objects.all()}
-        sites = dict(Site.objects.values_list("slug", "id"))
-        problems: list[tuple[str, str]] = []
-        for index, decl in enumerate(document.subscriptions):
-            where = f"subscriptions[{index}]"
-            if decl.site is not None and decl.site not in sites:
-                problems.append((f"{where}.site", f"no site {decl.site!r}"))
-                continue
-            site = Site.objects.get(slug=decl.site) if decl.site else None
-            secret = os.environ.get(decl.secret_env) if decl.secret_env else None
-            if decl.secret_env and not secret:
-                problems.append((f"{where}.secret_env", f"the environment variable {decl.secret_env} is not set"))
-                continue
-            current = existing.get(decl.name)
-            try:
-                if current is None:
-                    created = subscription_create(
-                        name=decl.name,
-                        url=decl.url,
-                        event_types=decl.event_types,
-                        site=site,
-                        allow_private=decl.allow_private,
-                        secret=secret,
-                        actor="fleet-file",
-                    )
-                    if secret is None:
-                        self.summary.notes.append(
-                            f"subscription {decl.name}: its signing secret is {created.secret} (shown once)"
-                        )
-                    self.count("subscriptions", Change.CREATED)
-                    continue
-                same = (
-                    current.url == decl.url
-                    and sorted(current.event_types) == sorted(set(decl.event_types))
-                    and current.site_id == (site.id if site else None)
-                    and current.allow_private == decl.allow_private
-                    and (secret is None or secret == current.secret)
-                )
-                if same:
-                    self.count("subscriptions", Change.UNCHANGED)
-                    continue
-                subscription_update(
-                    subscription_id=current.id,
-                    url=decl.url,
-                    event_types=decl.event_types,
-                    site=site,
-                    allow_private=decl.allow_private,
-                    secret=secret,
-                )
-                self.count("subscriptions", Change.UPDATED)
-            except FleetError as exc:
-                problems.append((f"{where}.url", exc.detail))
-        if problems:
-            raise FleetFileError(problems)
 
 
 def _override_slugs(document: FleetDocument) -> set[str]:
