@@ -353,6 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     original_name = connection.settings_dict["NAME"]
     try:
         connection.creation.create_test_db(verbosity=0, autoclobber=True, serialize=False)
+        # Issuance signs: the configured key (minted once when there is none) published in this
+        # throwaway database, as `fleet keys init` does for a real one.
+        from fleet.burnin.certificates.signing import signing_key_init
+
+        signing_key_init()
         return _benchmark(args)
     finally:
         # create_test_db renames the connection's database only once it exists: drop it then,
