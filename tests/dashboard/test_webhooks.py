@@ -63,7 +63,9 @@ def test_the_list_and_the_log_take_the_same_queries_at_two_sizes(person, db):
     _, listing = page_queries(browser, "/webhooks/")
     assert 'href="/webhooks/large/?status=failed">30<' in listing and "✓ delivering" in listing
     assert small.name in listing
-    assert browser.get("/webhooks/large/?status=lost").status_code == 400
+    lost = browser.get("/webhooks/large/?status=lost")
+    assert lost.status_code == 400 and "unknown delivery status" in lost.content.decode()
+    assert browser.get("/webhooks/large/?stat=failed").status_code == 400  # a misspelt parameter
 
 
 def test_redeliver_is_a_confirmation_then_one_action_per_token(person, db):

@@ -15,7 +15,7 @@ from django.views import View
 from fleet.core.exceptions import FleetError
 from fleet.dashboard import access
 from fleet.dashboard.actions import no_store, refused, see_other, token_of, with_token
-from fleet.dashboard.forms import CONFIRM_ERRORS, TOKEN_ERRORS, query_problems
+from fleet.dashboard.forms import CONFIRM_ERRORS, TOKEN_ERRORS, KnownValueField, QueryForm, query_problems
 from fleet.events import selectors
 from fleet.events.services import deliveries_redeliver
 from fleet.inventory.identity import actor_label
@@ -27,8 +27,10 @@ CHANGE_SUBSCRIPTIONS = "events.change_subscription"
 LOG_ROWS = 100
 
 
-class StatusFilter(forms.Form):
-    status = forms.ChoiceField(choices=[("", "every status"), *DeliveryStatus.choices], required=False)
+class StatusFilter(QueryForm):
+    """The delivery log's query: a status (or every one); anything else is a 400 naming it."""
+
+    status = KnownValueField(noun="delivery status", known=DeliveryStatus.values)
 
 
 class RedeliverForm(forms.Form):
