@@ -20,6 +20,7 @@ GROUPS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("People and machines", ("users", "roles", "client-credentials", "satellite-credentials")),
     ("Burn-in", ("reconcile", "rerun", "isolate")),
     ("Evidence", ("certificate", "evidence-pack", "keys")),
+    ("Events out", ("deliver",)),
 )
 #: Django's commands an operator of this service uses, named under the product's.
 DJANGO_USED = ("migrate", "createsuperuser", "shell", "dbshell", "check")

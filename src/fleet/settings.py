@@ -19,7 +19,9 @@ from fleet.core.error_schema import ERROR_COMPONENTS
 from fleet.core.logs import log_format
 from fleet_rules.vocabulary import (
     Comparator,
+    DeliveryStatus,
     DeviceState,
+    EventType,
     ExclusionReason,
     ExecutionStatus,
     JobStatus,
@@ -86,6 +88,7 @@ INSTALLED_APPS = [
     "fleet.inventory",
     "fleet.policies",
     "fleet.jobs",
+    "fleet.events",
     "fleet.lifecycle",
     "fleet.burnin",
     "fleet.repairs",
@@ -127,7 +130,8 @@ MIDDLEWARE = [
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    # Django's ModelBackend with the password policy (FLEET_PASSWORD_LOGIN; docs/oidc.md).
+    "fleet.access.backends.LocalPasswordBackend",
 ]
 
 ROOT_URLCONF = "fleet.urls"
@@ -392,6 +396,8 @@ SPECTACULAR_SETTINGS = {
         "ExecutionStatusEnum": ExecutionStatus.choices,
         "JobStatusEnum": JobStatus.choices,
         "RequirementScopeEnum": RequirementScope.choices,
+        "EventTypeEnum": EventType.choices,
+        "DeliveryStatusEnum": DeliveryStatus.choices,
     },
     "APPEND_COMPONENTS": {"schemas": ERROR_COMPONENTS},
     "SWAGGER_UI_DIST": "SIDECAR",
@@ -411,6 +417,7 @@ OAUTH2_PROVIDER = {
         "job:run": "Claim, heartbeat and finish burn-in jobs; satellite heartbeats",
         "job:create": "Create jobs and dispatch reruns",
         "fleet:metrics": "Scrape /metrics (Prometheus)",
+        "webhooks:manage": "Manage webhook subscriptions and redeliver (admins)",
     },
     "DEFAULT_SCOPES": ["fleet:read"],
     "SCOPES_BACKEND_CLASS": "fleet.inventory.identity.ClientScopes",
@@ -487,3 +494,36 @@ OAUTH2_PROVIDER_ACCESS_TOKEN_MODEL = "oauth2_provider.AccessToken"
 OAUTH2_PROVIDER_REFRESH_TOKEN_MODEL = "oauth2_provider.RefreshToken"
 OAUTH2_PROVIDER_ID_TOKEN_MODEL = "oauth2_provider.IDToken"
 OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
+
+# --- events out (fleet.events) ----------------------------------------------------------------
+#: The service's address as receivers reach it: an event's `source` and the base of its links.
+FLEET_PUBLIC_URL = os.environ.get("FLEET_PUBLIC_URL", "http://127.0.0.1:8000").strip().rstrip("/")
+
+# --- people signing in with the company's OpenID Connect provider (fleet.access.oidc; docs/oidc.md) --
+
+
+def _role_groups(text: str) -> dict[str, tuple[str, ...]]:
+    """`admin=fleet-admins;operator=fleet-operators,gpu-ops;viewer=fleet-viewers` → role → groups."""
+    mapping: dict[str, tuple[str, ...]] = {}
+    for part in text.split(";"):
+        role, _, groups = part.partition("=")
+        if role.strip():
+            mapping[role.strip()] = tuple(g.strip() for g in groups.split(",") if g.strip())
+    return mapping
+
+
+FLEET_OIDC = {
+    "issuer": os.environ.get("FLEET_OIDC_ISSUER", "").strip(),
+    "client_id": os.environ.get("FLEET_OIDC_CLIENT_ID", "").strip(),
+    "client_secret": os.environ.get("FLEET_OIDC_CLIENT_SECRET", "").strip(),
+    "scopes": os.environ.get("FLEET_OIDC_SCOPES", "openid email profile groups").strip(),
+    "groups_claim": os.environ.get("FLEET_OIDC_GROUPS_CLAIM", "groups").strip(),
+    "role_groups": _role_groups(
+        os.environ.get("FLEET_OIDC_ROLE_GROUPS", "admin=fleet-admins;operator=fleet-operators;viewer=fleet-viewers")
+    ),
+    "name": os.environ.get("FLEET_OIDC_NAME", "your identity provider").strip(),
+}
+#: `on` | `admins` (break-glass superusers only) | `off`; with a provider configured, `admins` by default.
+FLEET_PASSWORD_LOGIN = os.environ.get(
+    "FLEET_PASSWORD_LOGIN", "admins" if FLEET_OIDC["issuer"] and FLEET_OIDC["client_id"] else "on"
+).strip()

@@ -8,6 +8,7 @@ from django.urls import include, path, re_path
 from django.views.generic import RedirectView
 from drf_spectacular.views import SpectacularSwaggerSplitView
 
+from fleet.access import oidc
 from fleet.core import errors, oauth, schema
 
 # Burn-in and the lifecycle first: their `satellites/resource-classes/`, `satellites/fingerprints/`
@@ -21,13 +22,17 @@ api_v1 = [
     path("", include("fleet.inventory.api.urls")),
     path("", include("fleet.policies.api.urls")),
     path("", include("fleet.jobs.api.urls")),
+    path("", include("fleet.events.api.urls")),
 ]
 
 urlpatterns = [
     path("admin/", admin.site.urls),
     # People sign in and out (and change their own password) here. No password reset: it mails a
     # link and no mail backend is configured (an administrator sets a forgotten password).
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", oidc.SignIn.as_view(), name="login"),
+    # People sign in with the company's identity provider (OpenID Connect; docs/oidc.md).
+    path("oidc/login/", oidc.OidcLogin.as_view(), name="oidc-login"),
+    path("oidc/callback/", oidc.OidcCallback.as_view(), name="oidc-callback"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),

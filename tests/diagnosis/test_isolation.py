@@ -12,11 +12,12 @@ from django.test.utils import CaptureQueriesContext
 from fleet.burnin.diagnosis.isolation import isolation_advance, isolation_dispatch, isolation_preview
 from fleet.burnin.executions import ExecutionReport, execution_report
 from fleet.burnin.models import DeviceDiagnosis, IsolationPlan, PolicyProgress, TestExecution
+from fleet.events.models import Event
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job, JobDevice
 from fleet.jobs.services import job_finish, jobs_claim
 from fleet.lifecycle.models import DeviceStateChange
-from fleet_rules.vocabulary import DeviceState, IsolationStatus, JobReason, JobStatus, WorkflowName
+from fleet_rules.vocabulary import DeviceState, EventType, IsolationStatus, JobReason, JobStatus, WorkflowName
 from tests.burnin.sweeps import sweep_service
 from tests.burnin.test_reconcile import evaluate
 
@@ -120,6 +121,11 @@ def test_a_rack_of_8_with_one_faulty_device_is_isolated_in_3_rounds(fleet):
     (change,) = DeviceStateChange.objects.all()
     assert (change.device_id, change.to_state, change.cause) == (rack.bad.id, "needs_repair", "isolation")
     assert Device.objects.get(id=rack.bad.id).state == DeviceState.NEEDS_REPAIR
+    # Both are events: the culprit found, and its move to repair (fleet.events).
+    found = Event.objects.get(type=EventType.ISOLATION_CULPRIT_FOUND)
+    assert found.data["device_id"] == str(rack.bad.id) and found.data["plan_id"] == str(plan.id)
+    assert found.data["rounds"] == 3 and found.data["links"]["isolation"].endswith(f"/isolation/{plan.id}/")
+    assert Event.objects.get(type=EventType.DEVICE_NEEDS_REPAIR).data["cause"] == "isolation"
     # Diagnostic executions never decide the rack's verdict.
     assert TestExecution.objects.filter(diagnostic=True).count() == 6
     sweep_service("lon-1", "sat-a", "gpu.h200.8x")

@@ -7,13 +7,14 @@ import pytest
 
 from fleet.burnin.reads.failures import FailureFilters, site_failures
 from fleet.burnin.reruns.service import rerun_dispatch
+from fleet.events.models import Event
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job
 from fleet.jobs.services import job_finish
 from fleet.lifecycle.metrics import lifecycle_gauges
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
 from fleet_rules.readable import outcome_text
-from fleet_rules.vocabulary import DeviceState, JobStatus, PlanningMode, WorkflowName
+from fleet_rules.vocabulary import DeviceState, EventType, JobStatus, PlanningMode, WorkflowName
 from tests.burnin.certs import evaluate_now, sweep
 
 RC = "gpu.h200.8x"
@@ -124,6 +125,9 @@ def test_a_repair_brings_the_device_back_dispatches_its_reburn_in_and_restarts_t
     assert body["job_ids"] == [str(job.id)] and list(job.job_devices.values_list("device_id", flat=True)) == [device.id]
     repair = Repair.objects.get()
     assert DeviceStateChange.objects.filter(device=device).first().refs == {"repair": str(repair.id)}
+    recorded = Event.objects.get(type=EventType.REPAIR_RECORDED)  # fleet.events: in the repair's transaction
+    assert recorded.data["repair_id"] == str(repair.id) and recorded.data["job_ids"] == [str(job.id)]
+    assert recorded.subject == f"sites/{world.site.slug}/devices/{device.hostname}"
     # the three failures before the repair no longer count: two more keep it in burn-in, a third sends it back
     world.fail([device], times=2)
     assert state(device) == DeviceState.BURN_IN
@@ -170,6 +174,8 @@ def test_a_reset_breaker_stays_reset_lets_what_it_held_through_and_starts_its_wi
     listed = client.get(f"/api/v1/burn-in/sites/{world.site.id}/breakers/").json()["results"]
     assert [(b["resource_class"], b["open"], b["held"]) for b in listed] == [(RC, True, 2)]
     assert _breaker_gauge(world.site) == 1
+    (opened,) = Event.objects.filter(type=EventType.BREAKER_OPENED)
+    assert opened.subject == f"sites/{world.site.slug}/breakers/{RC}" and "would go to repair" in opened.data["detail"]
     held = {str(d) for d in DeviceStateChange.objects.filter(held=True).values_list("device_id", flat=True)}
     reset = client.post(
         f"/api/v1/burn-in/sites/{world.site.id}/breakers/{RC}/reset/",
@@ -183,6 +189,8 @@ def test_a_reset_breaker_stays_reset_lets_what_it_held_through_and_starts_its_wi
     listed = client.get(f"/api/v1/burn-in/sites/{world.site.id}/breakers/").json()["results"]
     assert [b["open"] for b in listed] == [False]
     assert not Breaker.objects.filter(closed_at__isnull=True).exists() and _breaker_gauge(world.site) == 0
+    (closed,) = Event.objects.filter(type=EventType.BREAKER_RESET)
+    assert closed.data["reason"] == "the devices are broken" and closed.data["breaker_id"] == opened.data["breaker_id"]
     assert sum(state(d) == DeviceState.NEEDS_REPAIR for d in world.devices) == 5
     # the window starts at the reset: three more may go before a fourth trips it again
     world.fail(world.devices[5:8])

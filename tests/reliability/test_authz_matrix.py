@@ -44,6 +44,7 @@ from django.utils import timezone
 from oauth2_provider.models import AccessToken
 
 from fleet.access.roles import VIEWER, roles_sync
+from fleet.events.services import subscription_create
 from fleet.jobs.services import JobSpec, job_create
 from fleet_rules.vocabulary import WorkflowName
 from tests.builders import passing_payload, result_item
@@ -61,7 +62,7 @@ SATELLITE_SCOPES = [
     "burn-in-policy-progress:write",
     "job:run",
 ]
-ALL_SCOPES = [*SATELLITE_SCOPES, "job:create"]
+ALL_SCOPES = [*SATELLITE_SCOPES, "job:create", "webhooks:manage"]
 
 CONDITIONS = (
     "no_credentials",
@@ -85,7 +86,21 @@ OPERATORS_ONLY = {
     ("GET", "/api/v1/burn-in/sites/{site_id}/repair-queue/"),
     ("GET", "/api/v1/burn-in/sites/{site_id}/breakers/"),
     ("GET", "/api/v1/burn-in/sites/{site_id}/autopilot/"),
+    *(
+        (method, f"/api/v1/webhooks/subscriptions/{path}")
+        for method, path in (
+            ("GET", ""),
+            ("POST", ""),
+            ("GET", "{subscription_id}/"),
+            ("PATCH", "{subscription_id}/"),
+            ("DELETE", "{subscription_id}/"),
+            ("GET", "{subscription_id}/deliveries/"),
+            ("POST", "{subscription_id}/redeliver/"),
+        )
+    ),
 }
+#: Admins' operations (webhook subscriptions hold signing secrets): a viewer is refused its reads too.
+ADMINS_ONLY = {key for key in OPERATORS_ONLY if key[1].startswith("/api/v1/webhooks/")}
 #: Operations for satellites' agents: people and operator clients are refused (403), though they
 #: hold the scope and the permission.
 SATELLITES_ONLY = {("GET", "/api/v1/satellites/node-states/"), ("POST", "/api/v1/satellites/fingerprints/")}
@@ -131,6 +146,7 @@ class World:
     pending: Any  # finished, not evaluated
     job: Any
     key: str
+    subscription: Any
 
 
 @pytest.fixture
@@ -166,7 +182,12 @@ def world(fleet) -> World:
         ),
         requested_by="test",
     )
-    return World(site, other, satellite, devices[0], rack, diag, policy, profile, evaluated, pending, job, key)
+    subscription = subscription_create(
+        name="matrix", url="http://127.0.0.1:9/hook", allow_private=True, actor="test"
+    ).subscription
+    return World(
+        site, other, satellite, devices[0], rack, diag, policy, profile, evaluated, pending, job, key, subscription
+    )
 
 
 def _superuser_app(name: str):
@@ -200,6 +221,7 @@ def _path(template: str, w: World) -> str:
         .replace("{site_id}", str(w.site.id))
         .replace("{device_id}", str(w.device.id))
         .replace("{resource_class}", "gpu.h200.8x")
+        .replace("{subscription_id}", str(w.subscription.id))
     )
     # No isolation plan exists: every refusal comes before the lookup (the positive control is a 404).
     path = path.replace("{plan_id}", str(uuid4()))
@@ -262,6 +284,9 @@ def _body(method: str, template: str, w: World) -> dict[str, Any] | None:
             "requirement": "gpu-diag",
         },
         "/api/v1/burn-in/sites/{site_id}/isolation-plans/{plan_id}/advance/": {},
+        "/api/v1/webhooks/subscriptions/": {"name": "matrix-new", "url": "https://example.com/hook"},
+        "/api/v1/webhooks/subscriptions/{subscription_id}/": {"active": True},
+        "/api/v1/webhooks/subscriptions/{subscription_id}/redeliver/": {},
         "/api/v1/jobs/{id}/cancel/": {},
         "/api/v1/jobs/{id}/finish/": {"status": "succeeded"},
         "/api/v1/jobs/{id}/heartbeat/": {},
@@ -324,6 +349,8 @@ def expected(operation: Operation, condition: str) -> tuple[int, str | None] | N
     if condition == "session_post_without_csrf":
         return (403, "permission_denied") if unsafe else None
     if condition == "viewer_session":
+        if key in ADMINS_ONLY:
+            return 403, "permission_denied"
         if key in VIEWER_READS:
             return 200, None
         if key in SATELLITES_ONLY:
@@ -334,7 +361,7 @@ def expected(operation: Operation, condition: str) -> tuple[int, str | None] | N
         return None
     if key in OPERATORS_ONLY:
         return 403, "permission_denied"  # no satellite's client, of any site
-    if "job:create" in operation.scopes:
+    if "job:create" in operation.scopes or "webhooks:manage" in operation.scopes:
         return 403, "permission_denied"  # a satellite's client cannot hold the operators' scope
     if operation.template == "/api/v1/burn-in/evaluations/results/":
         return 200, "invalid"  # counted invalid, nothing written
@@ -463,7 +490,13 @@ def test_every_operation_refuses_every_wrong_caller_as_documented_and_writes_not
             refused = _send(operator, operation, w)
             assert (refused.status_code, refused.json()["code"]) == (403, "permission_denied"), operation
         client = operator if "job:create" in operation.scopes or operators_only else own_satellite
+        if operation.method == "DELETE":
+            continue  # served below, last: the later controls need the subscription
         if operation.template == "/api/v1/burn-in/executions/{execution_id}/" and operation.method == "PUT":
             w.execution.id = uuid4()  # a fresh report; the stored one is completed
         response = _send(client, operation, w)
         assert response.status_code not in (401, 403), (operation.operation_id, response.content[:300])
+    for operation in operations:
+        if operation.method == "DELETE":
+            response = _send(operator, operation, w)
+            assert response.status_code not in (401, 403), (operation.operation_id, response.content[:300])

@@ -31,7 +31,15 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["APT_LOCK_WAIT_S", "INSTALL_LOCK", "apt_install", "forget_apt_update", "install_lock", "require_tool"]
+__all__ = [
+    "APT_LOCK_WAIT_S",
+    "INSTALL_LOCK",
+    "apt_install",
+    "forget_apt_update",
+    "install_lock",
+    "require_node_packages",
+    "require_tool",
+]
 
 _APT_TIMEOUT_S = 900
 #: How long an install waits for apt's locks (or the suite's own) before it gives up and says why.
@@ -196,3 +204,26 @@ def _apt(argv: list[str], env: dict[str, str], deadline: float, retry_every_s: f
 
 def _say(message: str) -> None:
     print(f"tests.support.system: {message}", file=sys.stderr, flush=True)  # noqa: T201 - seen without -ra
+
+
+def require_node_packages(folder: Path, *, why: str) -> Path:
+    """`folder`'s npm packages installed exactly as its package-lock.json says (`npm ci`, once per
+    lock), on the machine's Node.js (installed with apt when missing); returns `node`'s path. As for
+    every tool: a failure fails the test under `CI=true` and skips it loudly elsewhere."""
+    node = require_tool("node", package="nodejs npm", why=why)
+    npm = require_tool("npm", package="npm", why=why)
+    stamp = folder / "node_modules" / ".fleet-installed"
+    lock = (folder / "package-lock.json").read_bytes()
+    with install_lock(INSTALL_LOCK):
+        if not stamp.exists() or stamp.read_bytes() != lock:
+            _say(f"installing {folder.name}'s npm packages (npm ci) for {why}")
+            done = subprocess.run(
+                [npm, "ci", "--no-audit", "--no-fund"], cwd=folder, capture_output=True, text=True, timeout=600
+            )
+            if done.returncode != 0:
+                message = f"npm ci in {folder} failed (needed for {why}): {done.stderr[-1500:]}"
+                if os.environ.get("CI") == "true":
+                    pytest.fail(message)
+                pytest.skip(message)
+            stamp.write_bytes(lock)
+    return Path(node)

@@ -175,6 +175,7 @@ class PersonAction(Vocabulary):
     BREAKER_RESET = "close a breaker"
     AUTOPILOT_PAUSE = "pause the autopilot"
     AUTOPILOT_RESUME = "resume the autopilot"
+    WEBHOOK_REDELIVER = "redeliver webhooks"
 
 
 # --- burn-in evidence and the projection ----------------------------------------------------------
@@ -362,3 +363,38 @@ class AutopilotActionKind(Vocabulary):
     PAUSE = "pause"  # an operator paused the site's autopilot
     RESUME = "resume"  # an operator resumed it
     DEFECT = "defect"  # a pass failed with an unexpected error: logged, the next pass goes on
+
+
+# --- events out (the outbox and webhooks) -----------------------------------------------------------
+
+
+class EventType(Vocabulary):
+    """What an event says happened (CloudEvents `type`). A device's state change is
+    `com.fleet-burnin.device.<state>`: one per `DeviceState`, so a subscriber asks for
+    `device.needs_repair` as it reads the lifecycle."""
+
+    DEVICE_STAGED = "com.fleet-burnin.device.staged"
+    DEVICE_BURN_IN = "com.fleet-burnin.device.burn_in"
+    DEVICE_ACCEPTED = "com.fleet-burnin.device.accepted"
+    DEVICE_IN_SERVICE = "com.fleet-burnin.device.in_service"
+    DEVICE_MAINTENANCE = "com.fleet-burnin.device.maintenance"
+    DEVICE_DECOMMISSIONED = "com.fleet-burnin.device.decommissioned"
+    DEVICE_NEEDS_REPAIR = "com.fleet-burnin.device.needs_repair"
+    REPAIR_RECORDED = "com.fleet-burnin.repair.recorded"
+    BREAKER_OPENED = "com.fleet-burnin.breaker.opened"
+    BREAKER_RESET = "com.fleet-burnin.breaker.reset"
+    CERTIFICATE_ISSUED = "com.fleet-burnin.certificate.issued"
+    CERTIFICATE_SUPERSEDED = "com.fleet-burnin.certificate.superseded"
+    ISOLATION_CULPRIT_FOUND = "com.fleet-burnin.isolation.culprit_found"
+
+
+#: The prefix of a device state change's event type (the state's value follows).
+DEVICE_EVENT_PREFIX = "com.fleet-burnin.device."
+
+
+class DeliveryStatus(Vocabulary):
+    """Where one event's delivery to one subscription stands."""
+
+    SCHEDULED = "scheduled"  # not yet acknowledged: due at its next try
+    DELIVERED = "delivered"  # the receiver answered 2xx
+    FAILED = "failed"  # retried for the subscription's whole retry window, then given up (redeliver restarts it)

@@ -85,3 +85,26 @@ def roles_sync(group_model: Any = None, permission_model: Any = None) -> dict[st
         group, _ = group_model.objects.get_or_create(name=role)
         group.permissions.set(permissions)
     return {role: sorted(_label(p) for p in permissions) for role, permissions in granted.items()}
+
+
+# --- roles from the identity provider's groups (OpenID Connect sign-in) ------------------------------
+
+
+def role_for_groups(groups: Iterable[str], role_groups: dict[str, tuple[str, ...]]) -> str | None:
+    """The role a person's provider groups map to: the highest role any of them is mapped to, or
+    None (no mapped group: no role). `role_groups`: role → the provider's group names."""
+    held = set(groups)
+    for role in reversed(ROLES):
+        if held & set(role_groups.get(role, ())):
+            return role
+    return None
+
+
+def person_role_set(user: Any, role: str | None) -> None:
+    """Give a person exactly this standard role (none: no role), keeping any other group: applied
+    at every sign-in through the provider, so a person removed from a group loses its role then."""
+    from django.contrib.auth.models import Group
+
+    kept = [g for g in user.groups.all() if g.name not in ROLES]
+    wanted = [Group.objects.get_or_create(name=role)[0]] if role else []
+    user.groups.set(kept + wanted)

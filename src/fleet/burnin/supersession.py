@@ -25,9 +25,11 @@ from django.utils import timezone
 from fleet.burnin.models import AcceptanceCertificate
 from fleet.burnin.tables import sql
 from fleet.core.statements import Cursor, NoRow, Statement
+from fleet.events.outbox import device_events_sql
+from fleet.inventory.models import Site
 from fleet.lifecycle.services import Applied, AutomaticMove, transitions_apply
 from fleet_rules.certificates import LIFTING_REASONS
-from fleet_rules.vocabulary import DeviceState, SupersedeReason, TransitionCause
+from fleet_rules.vocabulary import DeviceState, EventType, SupersedeReason, TransitionCause
 
 
 @dataclass(frozen=True)
@@ -46,11 +48,26 @@ SUPERSEDE = Statement(
     "burnin.supersession.supersede",
     sql(
         """
-UPDATE {certificate} c SET superseded_at = %(now)s, supersede_reason = u.reason
-FROM unnest(%(serials)s::uuid[], %(reasons)s::varchar[]) AS u(serial, reason)
-WHERE c.serial = u.serial AND c.superseded_at IS NULL
+WITH superseded AS (
+    UPDATE {certificate} c SET superseded_at = %(now)s, supersede_reason = u.reason
+    FROM unnest(%(serials)s::uuid[], %(reasons)s::varchar[]) AS u(serial, reason)
+    WHERE c.serial = u.serial AND c.superseded_at IS NULL
+    RETURNING c.serial, c.device_id, c.supersede_reason
+)
+{superseded_events}
 """,
         certificate=AcceptanceCertificate._meta.db_table,
+        # Each certificate superseded is an event, in this statement (a reconcile page pays no statement more).
+        superseded_events=device_events_sql(
+            sql(
+                """(SELECT x.device_id, d.hostname, d.site_id, s.slug AS site_slug, d.resource_class,
+           '{event_type}' AS event_type,
+           jsonb_build_object('certificate', x.serial::text, 'reason', x.supersede_reason) AS data
+    FROM superseded x JOIN {device} d ON d.id = x.device_id JOIN {site} s ON s.id = d.site_id) e""",
+                event_type=EventType.CERTIFICATE_SUPERSEDED.value,
+                site=Site._meta.db_table,
+            )
+        ),
     ),
     NoRow,
     example=lambda: {"now": timezone.now(), "serials": [uuid.uuid4()], "reasons": [SupersedeReason.FAILED.value]},

@@ -176,3 +176,15 @@ class LeaderLock:
             with contextlib.suppress(psycopg.Error):
                 self._connection.close()
         self._connection = None
+
+
+def queue_rows_sql(table: str, alias: str, columns: str, where: str, order: str, limit: str) -> str:
+    """A statement's part that takes up to `limit` rows of a work queue (the outbox, webhook
+    deliveries) for one worker: `… FOR UPDATE SKIP LOCKED`. Rows another worker holds are skipped,
+    never waited for, so no lock order is needed and two workers never take the same row. Only for
+    queue rows, never devices (they are locked in primary-key order above)."""
+    return _QUEUE.format(columns=columns, table=table, alias=alias, where=where, order=order, limit=limit, lock=SKIP)
+
+
+SKIP = "FOR UPDATE SKIP LOCKED"
+_QUEUE = "SELECT {columns} FROM {table} {alias} WHERE {where} ORDER BY {order} LIMIT {limit} {lock}"

@@ -12,6 +12,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
 from fleet.access.roles import (
+    ADMIN,
     DISPATCH_PERMISSION,
     OPERATOR,
     OPERATOR_PERMISSIONS,
@@ -37,8 +38,14 @@ CANCEL = "jobs.change_job"
 REPAIR = "inventory.change_device"
 
 
+#: Permissions only the admin role holds among the dashboard's pages (webhook subscriptions).
+ADMIN_ONLY_APPS = ("events.",)
+
+
 def role_needed(permissions: Any) -> str:
     """The least standard role (`fleet.access.roles`) holding these permissions."""
+    if any(str(p).startswith(ADMIN_ONLY_APPS) for p in permissions):
+        return ADMIN
     return OPERATOR if set(permissions) & set(OPERATOR_PERMISSIONS) else VIEWER
 
 
@@ -50,6 +57,7 @@ def dashboard_context(request: HttpRequest) -> dict[str, Any]:
         "can_dispatch": user.is_authenticated and user.has_perm(DISPATCH),
         "can_cancel": user.is_authenticated and user.has_perm(CANCEL),
         "can_repair": user.is_authenticated and user.has_perms([REPAIR, DISPATCH]),
+        "can_see_webhooks": user.is_authenticated and user.has_perm("events.view_subscription"),
     }
 
 

@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from fleet.dashboard import actions, autopilot_views, lifecycle_views, views
+from fleet.dashboard import actions, autopilot_views, lifecycle_views, views, webhook_views
 
 app_name = "dashboard"
 
@@ -47,6 +47,9 @@ urlpatterns = [
     path("executions/<uuid:execution_id>/", views.ExecutionPage.as_view(), name="execution"),
     path("what-if/", views.WhatIfPage.as_view(), name="what-if"),
     path("jobs/", views.JobsPage.as_view(), name="jobs"),
+    path("webhooks/", webhook_views.SubscriptionsPage.as_view(), name="webhooks"),
+    path("webhooks/<slug:name>/", webhook_views.SubscriptionPage.as_view(), name="webhook"),
+    path("webhooks/<slug:name>/redeliver/", webhook_views.Redeliver.as_view(), name="webhook-redeliver"),
     path("jobs/<uuid:job_id>/", views.JobPage.as_view(), name="job"),
     path("jobs/<uuid:job_id>/cancel/", actions.CancelJob.as_view(), name="job-cancel"),
 ]

@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import operator
 from collections import defaultdict
-from dataclasses import asdict, dataclass, field, replace
-from enum import StrEnum
+from dataclasses import asdict, dataclass, replace
 from functools import reduce
 from typing import Any
 
@@ -31,7 +30,15 @@ from fleet.fleetfile.document import (
     RequirementDecl,
     SiteDecl,
 )
-from fleet.inventory.models import Device, Satellite, Site, Topology, TopologyMembership
+from fleet.fleetfile.subscriptions import subscriptions_apply
+from fleet.fleetfile.summary import ApplySummary, Change
+from fleet.inventory.models import (
+    Device,
+    Satellite,
+    Site,
+    Topology,
+    TopologyMembership,
+)
 from fleet.jobs.models import Job, JobDevice
 from fleet.lifecycle.selectors import system_moved
 from fleet.lifecycle.services import Move, Refused, transitions_apply
@@ -39,45 +46,6 @@ from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requiremen
 from fleet_rules.lifecycle import needs_certificate as lifecycle_needs_certificate
 from fleet_rules.lifecycle import refusal as lifecycle_refusal
 from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
-
-KINDS = ("sites", "satellites", "topologies", "devices", "policies", "requirements", "thresholds", "parameter_profiles")
-
-
-class Change(StrEnum):
-    """What applying a file did to one declared thing (the summary's columns)."""
-
-    CREATED = "created"
-    UPDATED = "updated"
-    UNCHANGED = "unchanged"
-    REMOVED = "removed"
-
-
-@dataclass
-class KindCounts:
-    created: int = 0
-    updated: int = 0
-    unchanged: int = 0
-    removed: int = 0
-
-
-@dataclass
-class ApplySummary:
-    dry_run: bool = False
-    counts: dict[str, KindCounts] = field(default_factory=lambda: {k: KindCounts() for k in KINDS})
-    policy_versions: dict[str, tuple[int | None, int]] = field(default_factory=dict)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def changed(self) -> bool:
-        return any(c.created or c.updated or c.removed for c in self.counts.values())
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": self.dry_run,
-            "counts": {k: vars(v) for k, v in self.counts.items()},
-            "policy_versions": {rc: {"from": old, "to": new} for rc, (old, new) in self.policy_versions.items()},
-            "notes": self.notes,
-        }
 
 
 class _DryRun(Exception):
@@ -168,6 +136,7 @@ class _Applier:
         for policy in document.policies:
             self.apply_policy(policy)
         self.apply_profiles(document)
+        subscriptions_apply(document, count=self.count, notes=self.summary.notes)
 
     # --- inventory --------------------------------------------------------------------------
 

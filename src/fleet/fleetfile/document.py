@@ -27,6 +27,7 @@ from fleet_rules.vocabulary import (
     Comparator,
     ConstraintOperator,
     DeviceState,
+    EventType,
     GpuVendor,
     RequirementScope,
     TopologyUnit,
@@ -142,10 +143,25 @@ class SiteDecl:
 
 
 @dataclass
+class SubscriptionDecl:
+    """A webhook subscription (docs/events.md). Its signing secret is never in the file: `secret_env`
+    names the environment variable holding it (`whsec_…`); without one a new subscription's
+    secret is minted and shown once in the apply's notes."""
+
+    name: str
+    url: str
+    event_types: list[str]
+    site: str | None
+    allow_private: bool
+    secret_env: str | None
+
+
+@dataclass
 class FleetDocument:
     sites: list[SiteDecl] = field(default_factory=list)
     policies: list[PolicyDecl] = field(default_factory=list)
     parameter_profiles: list[ProfileDecl] = field(default_factory=list)
+    subscriptions: list[SubscriptionDecl] = field(default_factory=list)
 
 
 class FleetFileError(Exception):
@@ -179,12 +195,14 @@ def parse_text(text: str) -> FleetDocument:
 
 
 def _read_document(r: Reader, raw: Any) -> FleetDocument:
-    top = r.mapping(raw, "", {"sites", "policies", "parameter_profiles"})
+    top = r.mapping(raw, "", {"sites", "policies", "parameter_profiles", "subscriptions"})
     if top is None:
         return FleetDocument()
     sites = _present([(w, _read_site(r, w, item)) for w, item in r.items(top, "sites", "")])
     policies = _present([(w, _read_policy(r, w, item)) for w, item in r.items(top, "policies", "")])
     profiles = _present([(w, _read_profile(r, w, item)) for w, item in r.items(top, "parameter_profiles", "")])
+    subscriptions = _present([(w, _read_subscription(r, w, item)) for w, item in r.items(top, "subscriptions", "")])
+    _check_unique(r, [(w, s.name) for w, s in subscriptions], "name", "subscription")
     _check_unique(r, [(w, s.slug) for w, s in sites], "slug", "site")
     _check_unique(r, [(w, p.resource_class) for w, p in policies], "resource_class", "policy for resource class")
     _check_unique(
@@ -203,6 +221,7 @@ def _read_document(r: Reader, raw: Any) -> FleetDocument:
         sites=[s for _, s in sites],
         policies=[p for _, p in policies],
         parameter_profiles=[p for _, p in profiles],
+        subscriptions=[s for _, s in subscriptions],
     )
 
 
@@ -529,4 +548,29 @@ def _read_profile(r: Reader, where: str, raw: Any) -> ProfileDecl | None:
         test=r.string(m, "test", where, max_length=100),
         name=r.string(m, "name", where, required=False, default="default", max_length=100) or "default",
         parameters=r.object(m, "parameters", where),
+    )
+
+
+ENV_NAME_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+def _read_subscription(r: Reader, where: str, raw: Any) -> SubscriptionDecl | None:
+    m = r.mapping(raw, where, {"name", "url", "event_types", "site", "allow_private", "secret_env"})
+    if m is None:
+        return None
+    types: list[str] = []
+    for at, item in r.items(m, "event_types", where):
+        if item not in EventType.values:
+            r.problem(at, f"{item!r} is not one of: {', '.join(EventType.values)}")
+        else:
+            types.append(item)
+    return SubscriptionDecl(
+        name=r.string(m, "name", where, pattern=SLUG_PATTERN, max_length=100),
+        url=r.string(m, "url", where, pattern=r"^https?://", max_length=2000),
+        event_types=types,
+        site=r.string(m, "site", where, required=False, pattern=SLUG_PATTERN, max_length=100),
+        allow_private=r.boolean(m, "allow_private", where, default=False),
+        secret_env=r.string(
+            m, "secret_env", where, required=False, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", max_length=200
+        ),
     )

@@ -19,12 +19,13 @@ from django.utils import timezone
 from fleet.core.exceptions import NotFoundError
 from fleet.core.locks import locked_sql
 from fleet.core.statements import Statement
+from fleet.events.outbox import BREAKER_PAGE, Draft, events_record
 from fleet.lifecycle import metrics
 from fleet.lifecycle.models import Breaker, DeviceStateChange
 from fleet.lifecycle.services import SYSTEM, TABLES, Applied, AutomaticMove, Moved, json_refs, sql, transitions_apply
 from fleet_rules import lifecycle as rules
 from fleet_rules.eligibility import enrolled_sql
-from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
+from fleet_rules.vocabulary import DeviceState, EventType, Mover, TransitionCause
 
 
 class Scope(NamedTuple):
@@ -205,7 +206,25 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
         metrics.transitions_counted(TransitionCause.HELD_BY_BREAKER for _ in held)
     if opened:
         Breaker.objects.bulk_create(opened, ignore_conflicts=True)
+        slugs = {(f.site_id, f.resource_class): f.site_slug for f in facts.values()}
+        events_record(
+            [breaker_event(b, slugs[(b.site_id, b.resource_class)], EventType.BREAKER_OPENED) for b in opened], now=now
+        )
     return Guarded(moved, held, opened)
+
+
+def breaker_event(breaker: Breaker, site_slug: str, kind: EventType) -> Draft:
+    """The event of a breaker opened or reset (its subject: the site's class)."""
+    data = {
+        "breaker_id": str(breaker.id),
+        "site": site_slug,
+        "resource_class": breaker.resource_class,
+        "detail": breaker.detail,
+        "links": {"dashboard": BREAKER_PAGE.format(site=site_slug)},
+    }
+    if kind == EventType.BREAKER_RESET:
+        data |= {"closed_by": breaker.closed_by, "reason": breaker.close_reason}
+    return Draft(kind, f"sites/{site_slug}/breakers/{breaker.resource_class}", breaker.site_id, data)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from fleet.core.exceptions import Conflict, FleetError, NotFoundError
 from fleet.core.locks import locked_sql
 from fleet.core.rows import recordset
 from fleet.core.statements import Statement, select_list
+from fleet.events.outbox import device_events_sql, device_state_type_sql
 from fleet.inventory.models import Device, Site
 from fleet.lifecycle import metrics
 from fleet.lifecycle.models import Breaker, DeviceStateChange
@@ -200,13 +201,31 @@ locked AS (
     SELECT gen_random_uuid(), c.id, c.from_state, c.to_state, %(now)s, c.actor, c.cause, false, c.reason, c.refs
     FROM chosen c JOIN moved USING (id)
     RETURNING id, device_id
+), outboxed AS (
+    {outbox}
 ), outcome AS (
     SELECT {outcome} FROM wanted w
     LEFT JOIN locked l ON l.id = w.device
     LEFT JOIN history h ON h.device_id = w.device
 )""",
     locked=locked_sql(
-        TABLES["device"], "d", "d.id, d.hostname, d.state, d.resource_class", "d.id IN (SELECT device FROM wanted)"
+        TABLES["device"],
+        "d",
+        "d.id, d.hostname, d.state, d.resource_class, d.site_id",
+        "d.id IN (SELECT device FROM wanted)",
+    ),
+    # Every move made is an event, in this statement: it commits exactly when the move does.
+    outbox=device_events_sql(
+        sql(
+            """(SELECT c.id AS device_id, l.hostname, l.site_id, s.slug AS site_slug, l.resource_class,
+           {event_type} AS event_type,
+           jsonb_build_object('from_state', c.from_state, 'to_state', c.to_state, 'cause', c.cause,
+                              'reason', c.reason, 'refs', c.refs, 'actor', c.actor, 'change_id', h.id::text) AS data
+    FROM chosen c JOIN history h ON h.device_id = c.id JOIN locked l ON l.id = c.id
+    JOIN {site} s ON s.id = l.site_id) e""",
+            event_type=device_state_type_sql("c.to_state"),
+            **TABLES,
+        )
     ),
     outcome=select_list(
         Outcome,

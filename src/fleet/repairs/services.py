@@ -22,12 +22,13 @@ from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.core.locks import lock_keys_in_order
 from fleet.core.models import new_uuid
+from fleet.events.outbox import Draft, device_links, device_subject, events_record
 from fleet.inventory.models import Device, Site
-from fleet.lifecycle.breakers import Guarded, breaker_close
+from fleet.lifecycle.breakers import Guarded, breaker_close, breaker_event
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
 from fleet.lifecycle.services import AutomaticMove, Move, transitions_apply
 from fleet_rules import lifecycle as rules
-from fleet_rules.vocabulary import DeviceState, Mover, PlanningMode, RepairRerun, TransitionCause
+from fleet_rules.vocabulary import DeviceState, EventType, Mover, PlanningMode, RepairRerun, TransitionCause
 
 RERUN_MODES = {RepairRerun.ALL: PlanningMode.ALL, RepairRerun.FAILED: PlanningMode.NON_PASSING}
 
@@ -88,6 +89,30 @@ def repair_record(
     outcome = rerun_dispatch(site=device.site, device_ids=[device.id], mode=RERUN_MODES[rerun], requested_by=actor)
     repair.job_ids = [str(j.job_id) for j in outcome.created_jobs]
     repair.save(update_fields=["job_ids"])
+    links = device_links(site=device.site.slug, hostname=device.hostname, device_id=device.id)
+    events_record(
+        [
+            Draft(
+                EventType.REPAIR_RECORDED,
+                device_subject(device.site.slug, device.hostname),
+                device.site_id,
+                {
+                    "device_id": str(device.id),
+                    "hostname": device.hostname,
+                    "site": device.site.slug,
+                    "resource_class": device.resource_class,
+                    "repair_id": str(repair.id),
+                    "summary": repair.summary,
+                    "parts": repair.parts,
+                    "rerun": rerun.value,
+                    "actor": actor,
+                    "job_ids": repair.job_ids,
+                    "links": links,
+                },
+            )
+        ],
+        now=now,
+    )
     return Recorded(repair, device, outcome)
 
 
@@ -130,4 +155,5 @@ def breaker_reset(*, site: Site, resource_class: str, actor: str, reason: str) -
         facts.append(AutomaticMove(device_id, DeviceState.NEEDS_REPAIR, cause, why, kept))
     admitted = failed_targets_moves(failing) + facts
     closed = breaker_close(breaker=breaker, actor=actor, reason=reason, admitted=admitted)
+    events_record([breaker_event(closed.breaker, site.slug, EventType.BREAKER_RESET)], now=timezone.now())
     return Reset(closed.breaker, Guarded(closed.applied.moved, [], []))

@@ -26,6 +26,7 @@ from fleet.burnin.tables import sql
 from fleet.core.locks import locked_sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
 from fleet.core.statements import Statement, select_list
+from fleet.events.outbox import device_events_sql
 from fleet.inventory.models import Site
 from fleet.lifecycle.services import (
     SYSTEM,
@@ -44,7 +45,7 @@ from fleet_rules import certificates as rules
 from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.lifecycle import allowed_sources
 from fleet_rules.resolution import Resolution, Rule, resolve
-from fleet_rules.vocabulary import DeviceState, Mover, RequirementScope, SupersedeReason, TransitionCause
+from fleet_rules.vocabulary import DeviceState, EventType, Mover, RequirementScope, SupersedeReason, TransitionCause
 
 
 #: Every join is a probe by a unique key (LATERAL … LIMIT 1, or fenced with OFFSET 0) driven by the
@@ -279,7 +280,9 @@ WITH signer AS (
          AS u(serial uuid, device uuid, site uuid, rc varchar, version int, canonical text, sha256 varchar,
               signature text, previous uuid, until timestamptz)
     ON CONFLICT DO NOTHING
-    RETURNING device_id, serial, previous_id IS NULL AS first
+    RETURNING device_id, serial, previous_id IS NULL AS first, valid_until
+), issued_events AS (
+    {issued_events}
 ), wanted AS (
     SELECT DISTINCT ON (w.device) {wanted} FROM (
         SELECT {accepting}, 0 AS rank FROM inserted i
@@ -294,6 +297,17 @@ SELECT {outcome} FROM outcome o
 """,
         key=CertificateKey._meta.db_table,
         certificate=AcceptanceCertificate._meta.db_table,
+        # Each certificate issued is an event, in this statement (a reconcile page pays no statement more).
+        issued_events=device_events_sql(
+            sql(
+                """(SELECT i.device_id, d.hostname, d.site_id, s.slug AS site_slug, d.resource_class,
+           '{event_type}' AS event_type,
+           jsonb_build_object('certificate', i.serial::text, 'first', i.first, 'valid_until', i.valid_until) AS data
+    FROM inserted i JOIN {device} d ON d.id = i.device_id JOIN {site} s ON s.id = d.site_id) e""",
+                event_type=EventType.CERTIFICATE_ISSUED.value,
+                site=Site._meta.db_table,
+            )
+        ),
         wanted=wanted_columns({name: f"w.{name}" for name in Wanted._fields}),
         accepting=wanted_columns(
             {

@@ -26,6 +26,7 @@ from fleet.burnin.executions import ISOLATION_PARAMETER
 from fleet.burnin.models import DeviceDiagnosis, EvaluationResult, IsolationPlan, PolicyProgress, TestExecution
 from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.core.locks import lock_in_pk_order
+from fleet.events.outbox import Draft, device_links, device_subject, events_record
 from fleet.inventory.models import Device, Site, Topology
 from fleet.jobs.models import Job
 from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
@@ -48,6 +49,7 @@ from fleet_rules.planning import satisfies
 from fleet_rules.vocabulary import (
     ACTIVE_JOB_STATUSES,
     DeviceState,
+    EventType,
     ExecutionStatus,
     IsolationStatus,
     JobReason,
@@ -387,6 +389,30 @@ def _finish(plan: IsolationPlan, state: IsolationState, now) -> None:
             )
             for device_id in state.culprits
         ]
+    )
+    culprits = Device.objects.select_related("site").filter(id__in=[d.device_id for d in found]).order_by("id")
+    events_record(
+        [
+            Draft(
+                EventType.ISOLATION_CULPRIT_FOUND,
+                device_subject(device.site.slug, device.hostname),
+                device.site_id,
+                {
+                    "device_id": str(device.id),
+                    "hostname": device.hostname,
+                    "site": device.site.slug,
+                    "resource_class": device.resource_class,
+                    "plan_id": str(plan.id),
+                    "requirement": plan.requirement.name,
+                    "topology": plan.topology.label,
+                    "rounds": rounds,
+                    "links": device_links(site=device.site.slug, hostname=device.hostname, device_id=device.id)
+                    | {"isolation": f"/sites/{device.site.slug}/isolation/{plan.id}/"},
+                },
+            )
+            for device in culprits
+        ],
+        now=now,
     )
     # Named by isolation: the device goes to repair (behind the circuit breaker of its class).
     guarded_repair_moves_apply(

@@ -3,10 +3,11 @@
 Migrates (creating DATABASE_URL's database when it does not exist yet), applies the example fleet,
 issues each satellite its OAuth2 client, turns each site's bring-up autopilot on (`fleet.autopilot`:
 it dispatches, reruns after a backoff, isolates a collective's culprit, and says why in its log
-lines), starts `fleet serve` (which runs the autopilot's loop) and one `fleet-agent run` (simulated
-executor) per satellite, prints the dashboard's URL and login in a box, then plays the technician
-(`fleet.demo.technician`: repairs) and prints the progress table whenever it changes, until Ctrl-C. Every log
-line — the server's, the agents', its own — has one format (`FLEET_LOG_FORMAT`, text unless set).
+lines), starts `fleet serve` (which runs the autopilot's loop), the webhook worker `fleet deliver`
+and one `fleet-agent run` (simulated executor) per satellite, prints the dashboard's URL and login
+in a box, then plays the technician (`fleet.demo.technician`: repairs) and prints the progress table
+whenever it changes, until Ctrl-C. Every log line — the server's, the agents', its own — has one
+format (`FLEET_LOG_FORMAT`, text unless set).
 `fleet demo --reset` (`make reset`) deletes the demo's data.
 
 The server and the agents run in process groups of their own, so that Ctrl-C (SIGINT to the
@@ -228,6 +229,8 @@ class Command(BaseCommand):
                     "FLEET_AGENT_LOG_LEVEL": os.environ.get("FLEET_AGENT_LOG_LEVEL", "WARNING"),
                 }
                 children.append(self.spawn([sys.executable, "-m", "fleet_agent", "run"], env))
+            # The webhook worker: what the fleet says (docs/events.md) reaches whoever subscribed.
+            children.append(self.spawn([sys.executable, "-m", "fleet", "deliver"], {"FLEET_LOG_FORMAT": log_format}))
             self.wait_for_agents(started_at=time.time(), timeout=20)
             self.print_login(console, base, password, options["max_attempts"])
             started, next_dispatch = time.monotonic(), time.monotonic() + 5

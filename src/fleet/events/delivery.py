@@ -1,0 +1,365 @@
+"""The delivery worker (`fleet deliver`): fan events out to their subscriptions, lease the
+deliveries that are due, send them signed (Standard Webhooks), record what the receivers said.
+
+Several workers may run: fan-out and leasing take their rows as a queue's
+(`fleet.core.locks.queue_rows_sql`: locked rows skipped), so two never take the same event or
+delivery at once. A delivery is leased for `lease` seconds; a worker killed while
+sending leaves the lease to lapse and another (or the next) worker sends it again, with the same
+`webhook-id` (at least once: receivers deduplicate by it). A failed try is retried with
+exponential backoff and jitter (`fleet_rules.webhooks.next_try`) for the subscription's retry
+window; then the delivery is `failed` and the subscription `failing_since` (the alert
+`FleetWebhookSubscriptionFailing`) until a delivery to it succeeds again.
+
+Each pass is three statements whatever the batch: fan-out, lease, and the outcomes' update (one
+`jsonb_to_recordset`), plus the subscriptions' failing mark."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time as clock
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
+from uuid import UUID
+
+import httpx
+from django.db import connection, transaction
+from django.utils import timezone
+
+from fleet.core.locks import queue_rows_sql
+from fleet.core.rows import recordset
+from fleet.core.statements import NoRow, Statement, select_list
+from fleet.events import cloudevents
+from fleet.events.models import Delivery, Event, Subscription
+from fleet.events.targets import url_refusal
+from fleet_rules import webhooks
+from fleet_rules.vocabulary import DeliveryStatus
+
+log = logging.getLogger("fleet.events.deliver")
+
+#: A receiver's answer is read up to this many bytes (kept for the log: the first 500 characters).
+MAX_RESPONSE_BYTES = 64 * 1024
+TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+USER_AGENT = "fleet-burnin-webhooks/1"
+
+TABLES = {
+    "event": Event._meta.db_table,
+    "delivery": Delivery._meta.db_table,
+    "subscription": Subscription._meta.db_table,
+}
+
+
+def sql(template: str, **fragments: str) -> str:
+    """A SQL template with the table names (and named fragments) filled in: constants only."""
+    return template.format(**TABLES, **fragments)
+
+
+class FannedOut(NamedTuple):
+    events: int
+    deliveries: int
+
+
+#: One delivery per (matching subscription, event) for a batch of events not yet fanned out,
+#: taken `SKIP LOCKED` (another worker takes the next batch), then marked fanned out.
+FAN_OUT = Statement(
+    "events.delivery.fan_out",
+    sql(
+        """
+WITH batch AS (
+    {batch}
+), made AS (
+    INSERT INTO {delivery} (id, subscription_id, event_id, status, attempts, created_at, next_attempt_at, error)
+    SELECT gen_random_uuid(), s.id, b.id, %(scheduled)s, 0, %(now)s, %(now)s, ''
+    FROM batch b JOIN {subscription} s ON s.active
+        AND (cardinality(s.event_types) = 0 OR b.type = ANY(s.event_types))
+        AND (s.site_id IS NULL OR s.site_id = b.site_id)
+    ON CONFLICT DO NOTHING
+    RETURNING 1
+), marked AS (
+    UPDATE {event} e SET fanned_out = true FROM batch b WHERE e.id = b.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM marked) AS events, (SELECT count(*) FROM made) AS deliveries
+""",
+        batch=queue_rows_sql(
+            TABLES["event"], "e", "e.id, e.type, e.site_id", "NOT e.fanned_out", "e.time, e.id", "%(limit)s"
+        ),
+    ),
+    FannedOut,
+    example=lambda: {"limit": 10, "now": timezone.now(), "scheduled": DeliveryStatus.SCHEDULED.value},
+)
+
+
+class Leased(NamedTuple):
+    """A delivery leased for sending, with what it needs: the event and the subscription."""
+
+    delivery_id: UUID
+    attempts: int
+    created_at: datetime
+    subscription_id: UUID
+    url: str
+    secret: str
+    allow_private: bool
+    retry_window_seconds: int
+    event_id: UUID
+    type: str
+    subject: str
+    time: datetime
+    data: Any
+
+
+LEASE = Statement(
+    "events.delivery.lease",
+    sql(
+        """
+WITH due AS (
+    {due}
+), leased AS (
+    UPDATE {delivery} d SET leased_until = %(until)s, attempts = d.attempts + 1 FROM due WHERE d.id = due.id
+    RETURNING d.id, d.attempts, d.created_at, d.subscription_id, d.event_id
+)
+SELECT {columns} FROM leased l
+JOIN {subscription} s ON s.id = l.subscription_id JOIN {event} e ON e.id = l.event_id
+ORDER BY e.time, e.id
+""",
+        due=queue_rows_sql(
+            TABLES["delivery"],
+            "d",
+            "d.id",
+            "d.status = %(scheduled)s AND d.next_attempt_at <= %(now)s"
+            " AND (d.leased_until IS NULL OR d.leased_until < %(now)s)",
+            "d.next_attempt_at, d.created_at",
+            "%(limit)s",
+        ),
+        columns=select_list(
+            Leased,
+            {
+                "delivery_id": "l.id",
+                "attempts": "l.attempts",
+                "created_at": "l.created_at",
+                "subscription_id": "s.id",
+                "url": "s.url",
+                "secret": "s.secret",
+                "allow_private": "s.allow_private",
+                "retry_window_seconds": "s.retry_window_seconds",
+                "event_id": "e.id",
+                "type": "e.type",
+                "subject": "e.subject",
+                "time": "e.time",
+                "data": "e.data",
+            },
+        ),
+    ),
+    Leased,
+    example=lambda: {
+        "limit": 10,
+        "now": timezone.now(),
+        "until": timezone.now(),
+        "scheduled": DeliveryStatus.SCHEDULED.value,
+    },
+)
+
+
+#: What each try came to, one statement for the batch. Only a delivery still scheduled is
+#: written (a redelivery or another worker's outcome is not undone by a late one).
+RECORD = Statement(
+    "events.delivery.record",
+    sql(
+        """
+UPDATE {delivery} d SET status = r.status, leased_until = NULL, last_attempt_at = r.at, response_code = r.code,
+    latency_ms = r.latency, error = r.error, next_attempt_at = r.next_at,
+    delivered_at = CASE WHEN r.status = %(delivered)s THEN r.at ELSE d.delivered_at END
+FROM jsonb_to_recordset(%(outcomes)s::jsonb)
+     AS r(id uuid, status varchar, at timestamptz, code int, latency int, error text, next_at timestamptz)
+WHERE d.id = r.id AND d.status = %(scheduled)s
+"""
+    ),
+    NoRow,
+    example=lambda: {
+        "outcomes": "[]",
+        "delivered": DeliveryStatus.DELIVERED.value,
+        "scheduled": DeliveryStatus.SCHEDULED.value,
+    },
+)
+
+
+@dataclass(frozen=True)
+class Tried:
+    """One try's answer."""
+
+    leased: Leased
+    code: int | None
+    latency_ms: int
+    error: str
+    at: datetime
+
+    @property
+    def ok(self) -> bool:
+        return self.code is not None and 200 <= self.code < 300
+
+
+def fan_out(*, limit: int = 500) -> FannedOut:
+    with transaction.atomic(), connection.cursor() as cursor:
+        row = FAN_OUT.one(cursor, {"limit": limit, "now": timezone.now(), "scheduled": DeliveryStatus.SCHEDULED.value})
+    return row or FannedOut(0, 0)
+
+
+def lease(*, limit: int, lease_for: timedelta) -> list[Leased]:
+    now = timezone.now()
+    with transaction.atomic(), connection.cursor() as cursor:
+        return LEASE.rows(
+            cursor,
+            {"limit": limit, "now": now, "until": now + lease_for, "scheduled": DeliveryStatus.SCHEDULED.value},
+        )
+
+
+def send(client: httpx.Client, leased: Leased) -> Tried:
+    """One signed POST: the SSRF check first, then the request (no redirects followed, timeouts,
+    the answer read up to `MAX_RESPONSE_BYTES`)."""
+    started = clock.monotonic()
+    at = timezone.now()
+    refused = url_refusal(leased.url, allow_private=leased.allow_private)
+    if refused is not None:
+        return Tried(leased, None, 0, f"refused: {refused}", at)
+    doc = cloudevents.document(
+        event_id=leased.event_id, type=leased.type, subject=leased.subject, time=leased.time, data=leased.data
+    )
+    body = cloudevents.body(doc)
+    headers = webhooks.headers(leased.secret, str(leased.event_id), int(at.timestamp()), body) | {
+        "user-agent": USER_AGENT
+    }
+    try:
+        with client.stream("POST", leased.url, content=body, headers=headers) as response:
+            read = b""
+            for chunk in response.iter_bytes():
+                read += chunk
+                if len(read) >= MAX_RESPONSE_BYTES:
+                    break
+            code = response.status_code
+            error = "" if 200 <= code < 300 else f"HTTP {code}: {read[:500].decode(errors='replace')}"
+            if 300 <= code < 400:
+                error = f"HTTP {code}: redirects are not followed ({response.headers.get('location', '')[:200]})"
+    except httpx.HTTPError as exc:
+        return Tried(leased, None, _ms(started), f"{type(exc).__name__}: {exc}"[:500], at)
+    return Tried(leased, code, _ms(started), error, at)
+
+
+def _ms(started: float) -> int:
+    return int((clock.monotonic() - started) * 1000)
+
+
+def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_BACKOFF, rng: Any = None) -> None:
+    """Write what the tries came to (the retry schedule decided by `fleet_rules.webhooks`), and
+    mark or clear the subscriptions' failing state."""
+    if not tries:
+        return
+    now = timezone.now()
+    outcomes: list[dict[str, Any]] = []
+    failed: set[UUID] = set()
+    delivered: set[UUID] = set()
+    for t in tries:
+        status, next_at = DeliveryStatus.DELIVERED, None
+        if t.ok:
+            delivered.add(t.leased.subscription_id)
+        else:
+            retry = webhooks.next_try(
+                attempts=t.leased.attempts,
+                first_tried=t.leased.created_at,
+                now=now,
+                window=timedelta(seconds=t.leased.retry_window_seconds),
+                first_backoff=first_backoff,
+                rng=rng,
+            )
+            if retry.at is None:
+                status = DeliveryStatus.FAILED
+                failed.add(t.leased.subscription_id)
+                log.warning("gave up delivering %s to %s: %s", t.leased.event_id, t.leased.url, t.error)
+            else:
+                status, next_at = DeliveryStatus.SCHEDULED, retry.at
+        outcomes.append(
+            {
+                "id": str(t.leased.delivery_id),
+                "status": status.value,
+                "at": t.at.isoformat(),
+                "code": t.code,
+                "latency": t.latency_ms,
+                "error": t.error,
+                "next_at": next_at.isoformat() if next_at else None,
+            }
+        )
+    with transaction.atomic():
+        with connection.cursor() as cursor:
+            RECORD.run(
+                cursor,
+                {
+                    "outcomes": recordset(outcomes),
+                    "delivered": DeliveryStatus.DELIVERED.value,
+                    "scheduled": DeliveryStatus.SCHEDULED.value,
+                },
+            )
+        if failed:
+            Subscription.objects.filter(id__in=failed, failing_since__isnull=True).update(failing_since=now)
+        if delivered - failed:
+            Subscription.objects.filter(id__in=delivered - failed, failing_since__isnull=False).update(
+                failing_since=None
+            )
+
+
+def new_client() -> httpx.Client:
+    """The worker's HTTP client: no redirects, timeouts, no proxy from the environment (the SSRF
+    check judges the address the request goes to), kept-alive connections."""
+    return httpx.Client(
+        timeout=TIMEOUT,
+        follow_redirects=False,
+        trust_env=False,
+        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+    )
+
+
+@dataclass
+class Pass:
+    fanned_out: FannedOut
+    tried: int
+    delivered: int
+
+
+def deliver_pass(
+    client: httpx.Client,
+    pool: ThreadPoolExecutor,
+    *,
+    batch: int,
+    lease_for: timedelta,
+    first_backoff: timedelta = webhooks.FIRST_BACKOFF,
+) -> Pass:
+    """Fan out what is new, then send one batch of due deliveries concurrently and record them."""
+    fanned = fan_out(limit=max(batch, 500))
+    leased = lease(limit=batch, lease_for=lease_for)
+    tries = list(pool.map(lambda item: send(client, item), leased))
+    record(tries, first_backoff=first_backoff)
+    return Pass(fanned, len(tries), sum(t.ok for t in tries))
+
+
+def deliver_forever(
+    *,
+    batch: int = 100,
+    concurrency: int = 8,
+    lease_for: timedelta = timedelta(seconds=60),
+    first_backoff: timedelta = webhooks.FIRST_BACKOFF,
+    idle: float = 1.0,
+    stop: threading.Event | None = None,
+    once: bool = False,
+    on_pass: Callable[[Pass], None] | None = None,
+) -> None:
+    """Deliver until `stop` is set (or, with `once`, until nothing is due)."""
+    stop = stop or threading.Event()
+    with new_client() as client, ThreadPoolExecutor(max_workers=concurrency) as pool:
+        while not stop.is_set():
+            done = deliver_pass(client, pool, batch=batch, lease_for=lease_for, first_backoff=first_backoff)
+            if on_pass is not None:
+                on_pass(done)
+            if done.tried == 0 and done.fanned_out.events == 0:
+                if once:
+                    return
+                stop.wait(idle)

@@ -1,0 +1,246 @@
+"""Webhooks against a real receiver process (tests/support/webhook_receiver.py: it checks the
+signature with plain `hmac`, no code shared with the service) and real `fleet deliver` workers:
+signed, refused when tampered, at least once with the event id through a receiver down and a
+worker killed mid-delivery, and never to an address inside the house unless an admin allowed it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from django.utils import timezone
+
+from fleet.events.delivery import deliver_forever
+from fleet.events.models import Delivery, Event, Subscription
+from fleet.events.outbox import Draft, events_record
+from fleet.events.services import subscription_create
+from fleet_rules import webhooks
+from fleet_rules.vocabulary import DeliveryStatus, EventType
+from tests.helpers import REPO, fleet_env, free_port
+
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+
+@dataclass
+class Receiver:
+    port: int
+    secret: str
+    log: Path
+    mode_file: Path
+    process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def start(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, str(REPO / "tests/support/webhook_receiver.py"), "--port", str(self.port)]
+            + ["--secret", self.secret, "--log", str(self.log), "--mode-file", str(self.mode_file)],
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{self.port}/", timeout=0.5)
+                return
+            except httpx.TransportError:
+                time.sleep(0.05)
+        raise AssertionError("the receiver did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def mode(self, mode: str) -> None:
+        self.mode_file.write_text(mode)
+
+    def received(self) -> list[dict]:
+        if not self.log.exists():
+            return []
+        return [json.loads(line) for line in self.log.read_text().splitlines() if line.strip()]
+
+
+@pytest.fixture
+def receiver(tmp_path) -> Iterator[Receiver]:
+    r = Receiver(free_port(), webhooks.secret_new(), tmp_path / "received.jsonl", tmp_path / "mode")
+    yield r
+    r.stop()
+
+
+def workers(n: int, *args: str) -> list[subprocess.Popen]:
+    """`fleet deliver` processes (their output to a file: a pipe nobody reads fills and blocks them)."""
+    started = []
+    for _ in range(n):
+        with tempfile.TemporaryFile("w+") as output:
+            started.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "fleet", "deliver", "--idle", "0.05", *args],
+                    env=fleet_env(),
+                    cwd=REPO,
+                    stdout=output,
+                    stderr=subprocess.STDOUT,
+                )
+            )
+    return started
+
+
+def stop_all(processes: list[subprocess.Popen]) -> None:
+    for p in processes:
+        p.send_signal(signal.SIGTERM)
+    for p in processes:
+        try:
+            p.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait()
+
+
+def wait_for(condition, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.1)
+    from django.db.models import Count, Max
+
+    stats = list(Delivery.objects.values("status", "response_code").annotate(n=Count("id"), most=Max("attempts")))
+    raise AssertionError(f"timed out waiting for {what}: deliveries {stats}")
+
+
+def record_events(n: int) -> list[str]:
+    events_record(
+        [
+            Draft(EventType.DEVICE_NEEDS_REPAIR, f"sites/lon-1/devices/n{i:04}", None, {"n": i, "links": {"a": "/x/"}})
+            for i in range(n)
+        ],
+        now=timezone.now(),
+    )
+    return [str(i) for i in Event.objects.values_list("id", flat=True)]
+
+
+def test_a_delivery_is_signed_as_standard_webhooks_say_and_a_tampered_body_is_refused(receiver, tmp_path):
+    receiver.start()
+    subscription_create(name="rma", url=receiver.url, secret=receiver.secret, allow_private=True, actor="t")
+    (event_id,) = record_events(1)
+
+    deliver_forever(once=True, idle=0.01)
+
+    (got,) = receiver.received()  # the receiver verified the signature with plain hmac
+    assert got["id"] == event_id and got["type"] == EventType.DEVICE_NEEDS_REPAIR
+    delivery = Delivery.objects.get()
+    assert (delivery.status, delivery.response_code, delivery.attempts) == (DeliveryStatus.DELIVERED, 204, 1)
+
+    # The same headers over another body: refused by the receiver's own check.
+    body = json.dumps({"specversion": "1.0", "id": event_id, "type": "x", "subject": "y"}).encode()
+    timestamp = str(int(time.time()))
+    genuine = webhooks.signature(receiver.secret, event_id, int(timestamp), body)
+    tampered = body.replace(b'"y"', b'"z"')
+    headers = {"webhook-id": event_id, "webhook-timestamp": timestamp, "webhook-signature": genuine}
+    assert httpx.post(receiver.url, content=body, headers=headers).status_code == 204
+    assert httpx.post(receiver.url, content=tampered, headers=headers).status_code == 401
+    assert len(receiver.received()) == 2
+
+
+def test_a_loopback_target_is_refused_unless_an_admin_allowed_it(receiver):
+    receiver.start()
+    with pytest.raises(Exception, match="loopback"):
+        subscription_create(name="inside", url=receiver.url, secret=receiver.secret, actor="t")
+    # A subscription saved when its name resolved outside, that now resolves inside, is refused at delivery.
+    Subscription.objects.create(name="rebound", url=receiver.url, secret=receiver.secret, retry_window_seconds=0)
+    record_events(1)
+
+    deliver_forever(once=True, idle=0.01)
+
+    assert receiver.received() == []
+    delivery = Delivery.objects.get()
+    assert delivery.status == DeliveryStatus.FAILED and "127.0.0.1 is a loopback address" in delivery.error
+    assert Subscription.objects.get(name="rebound").failing_since is not None
+
+
+def test_1000_events_through_a_receiver_down_then_up_all_arrive_by_id_with_two_workers(receiver):
+    subscription_create(name="rma", url=receiver.url, secret=receiver.secret, allow_private=True, actor="t")
+    ids = set(record_events(1000))
+    running = workers(2, "--first-backoff", "0.2", "--batch", "200", "--concurrency", "16")
+    try:
+        # down: every delivery is tried and scheduled again, none delivered
+        wait_for(lambda: not Delivery.objects.filter(attempts=0).exists(), 60, "a first try of every delivery")
+        assert not Delivery.objects.filter(status=DeliveryStatus.DELIVERED).exists()
+        # a while answering 500, then up
+        receiver.mode("500")
+        receiver.start()
+        time.sleep(1)
+        receiver.mode("ok")
+        wait_for(lambda: ids <= {r["id"] for r in receiver.received() if r["mode"] == "ok"}, 120, "every event")
+        wait_for(lambda: Delivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == 1000, 30, "recorded")
+
+        got = receiver.received()
+        assert {r["id"] for r in got} == ids  # none lost, nothing else
+        delivered_ok = [r["id"] for r in got if r["mode"] == "ok"]
+        duplicates = len(delivered_ok) - len(set(delivered_ok))
+        assert duplicates <= len(ids) // 10  # at least once: a duplicate carries the same id
+
+        # and with the receiver up, the rate two workers deliver at
+        more = record_events(1000)
+        fresh = set(more) - ids
+        started = time.monotonic()
+        wait_for(lambda: fresh <= {r["id"] for r in receiver.received()}, 120, "the second thousand")
+        rate = len(fresh) / (time.monotonic() - started)
+        sys.stdout.write(f"\nwebhooks: {len(fresh)} events, 2 workers, {len(fresh) / rate:.1f} s: {rate:.0f}/s\n")
+    finally:
+        stop_all(running)
+    assert [p.returncode for p in running] == [0, 0]
+
+
+def test_a_worker_killed_mid_delivery_leaves_it_to_another_which_sends_the_same_id(receiver):
+    receiver.mode("slow:3")
+    receiver.start()
+    subscription_create(name="rma", url=receiver.url, secret=receiver.secret, allow_private=True, actor="t")
+    (event_id,) = record_events(1)
+    (first,) = workers(1, "--lease", "2")
+    wait_for(lambda: len(receiver.received()) == 1, 30, "the first try to arrive")
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    assert Delivery.objects.get().status == DeliveryStatus.SCHEDULED  # nobody recorded an answer
+    receiver.mode("ok")
+
+    second = workers(1, "--lease", "2")
+    try:
+        wait_for(
+            lambda: Delivery.objects.filter(status=DeliveryStatus.DELIVERED).exists(), 30, "the second worker's try"
+        )
+    finally:
+        stop_all(second)
+    assert [r["id"] for r in receiver.received()] == [event_id, event_id]  # redelivered, same webhook-id
+    assert Delivery.objects.get().attempts == 2
+
+
+def test_a_subscription_gives_up_after_its_retry_window_and_is_marked_failing_until_a_success(receiver):
+    receiver.mode("500")
+    receiver.start()
+    created = subscription_create(
+        name="rma", url=receiver.url, secret=receiver.secret, allow_private=True, retry_window_seconds=1, actor="t"
+    )
+    record_events(1)
+
+    deadline = time.monotonic() + 30
+    while not Delivery.objects.filter(status=DeliveryStatus.FAILED).exists() and time.monotonic() < deadline:
+        deliver_forever(once=True, idle=0.01, first_backoff=timedelta(seconds=0.1))
+        time.sleep(0.05)
+
+    delivery = Delivery.objects.get()
+    assert delivery.status == DeliveryStatus.FAILED
+    assert delivery.attempts >= 2 and delivery.response_code == 500
+    assert Subscription.objects.get(id=created.subscription.id).failing_since is not None
+    assert len(receiver.received()) == delivery.attempts
