@@ -386,6 +386,8 @@ class EventType(Vocabulary):
     CERTIFICATE_ISSUED = "com.fleet-burnin.certificate.issued"
     CERTIFICATE_SUPERSEDED = "com.fleet-burnin.certificate.superseded"
     ISOLATION_CULPRIT_FOUND = "com.fleet-burnin.isolation.culprit_found"
+    AUTOPILOT_PAUSED = "com.fleet-burnin.autopilot.paused"
+    AUTOPILOT_RESUMED = "com.fleet-burnin.autopilot.resumed"
 
 
 #: The prefix of a device state change's event type (the state's value follows).

@@ -19,11 +19,19 @@ from fleet.autopilot.models import AutopilotAction, SiteAutopilot
 from fleet.burnin.diagnosis import isolation
 from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, FleetError
+from fleet.events.outbox import Draft, events_record
 from fleet.inventory.models import Device, Site
 from fleet.jobs.services import JobRefused
 from fleet.lifecycle.services import AutomaticMove, automatic_moves_apply
 from fleet_rules.autopilot import Action, SiteFacts, decide
-from fleet_rules.vocabulary import AutopilotActionKind, DeviceState, IsolationStatus, PlanningMode, TransitionCause
+from fleet_rules.vocabulary import (
+    AutopilotActionKind,
+    DeviceState,
+    EventType,
+    IsolationStatus,
+    PlanningMode,
+    TransitionCause,
+)
 
 log = logging.getLogger("fleet.autopilot")
 
@@ -240,6 +248,7 @@ def autopilot_pause(*, site: Site, actor: str, reason: str) -> SiteAutopilot:
     AutopilotAction.objects.create(
         site=site, at=row.paused_at, kind=K.PAUSE, reason=f"paused by {actor}: {reason.strip()}", actor=actor
     )
+    _autopilot_event(EventType.AUTOPILOT_PAUSED, site, at=row.paused_at, actor=actor, reason=reason.strip())
     return row
 
 
@@ -251,10 +260,18 @@ def autopilot_resume(*, site: Site, actor: str) -> SiteAutopilot:
         raise AlreadyPaused(f"The autopilot of {site.slug} is not paused.")
     row.paused_at, row.paused_by, row.pause_reason = None, "", ""
     row.save()
-    AutopilotAction.objects.create(
-        site=site, at=timezone.now(), kind=K.RESUME, reason=f"resumed by {actor}", actor=actor
-    )
+    now = timezone.now()
+    AutopilotAction.objects.create(site=site, at=now, kind=K.RESUME, reason=f"resumed by {actor}", actor=actor)
+    _autopilot_event(EventType.AUTOPILOT_RESUMED, site, at=now, actor=actor, reason="")
     return row
+
+
+def _autopilot_event(kind: EventType, site: Site, *, at: datetime, actor: str, reason: str) -> None:
+    """The pause or resume as an event (docs/events.md), in the caller's transaction."""
+    data = {"site": site.slug, "actor": actor, "links": {"dashboard": f"/sites/{site.slug}/autopilot/"}}
+    events_record(
+        [Draft(kind, f"sites/{site.slug}/autopilot", site.id, data | ({"reason": reason} if reason else {}))], now=at
+    )
 
 
 #: The settings the fleet file declares (the pause is an operator's, not the file's).
