@@ -27,10 +27,15 @@ LISTS_LOCK = "/var/lib/apt/lists/lock"
 #: How long the other process holds apt's lock: long enough that an install that does not wait fails.
 HELD_S = 6.0
 
+#: The holder waits for the lock like any apt would (another process outside the suite may hold it:
+#: an operator's apt-get, unattended upgrades; a CI run was failed by one), for at most the
+#: installer's own bound, then holds it for its `seconds`.
 _HOLDER = """
-import fcntl, os, sys, time
+import fcntl, os, signal, sys, time
+signal.alarm(int(float(sys.argv[3])))
 fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o640)
-fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+fcntl.lockf(fd, fcntl.LOCK_EX)
+signal.alarm(0)
 print("held", flush=True)
 time.sleep(float(sys.argv[2]))
 """
@@ -48,7 +53,9 @@ def _needs_apt_as_root() -> None:
 def apt_lock_held(seconds: float) -> Iterator[subprocess.Popen[str]]:
     """Another process holding apt's lists lock for `seconds` (it exits by itself; ended on the way out)."""
     holder = subprocess.Popen(
-        [sys.executable, "-c", _HOLDER, LISTS_LOCK, str(seconds)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", _HOLDER, LISTS_LOCK, str(seconds), str(system.APT_LOCK_WAIT_S)],
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
         assert holder.stdout is not None
