@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 from fleet.events.models import Event
+from fleet.inventory.models import Device
 from fleet_rules.vocabulary import DEVICE_EVENT_PREFIX, EventType
 
 EVENT_TABLE = Event._meta.db_table
@@ -104,6 +105,28 @@ class Draft:
     subject: str
     site_id: UUID | None
     data: Mapping[str, Any] = field(default_factory=dict)
+
+
+def device_draft(
+    kind: EventType, device: Device, data: Mapping[str, Any], *, links: Mapping[str, str] | None = None
+) -> Draft:
+    """An event about a device for `events_record`, with the same device part as the statements'
+    events (`device_events_sql`): its ids, hostname, site, class and links, then the writer's own
+    `data` (and links beside the device's). `device.site` is read: select it with the device."""
+    site = device.site.slug
+    return Draft(
+        kind,
+        device_subject(site, device.hostname),
+        device.site_id,
+        {
+            "device_id": str(device.id),
+            "hostname": device.hostname,
+            "site": site,
+            "resource_class": device.resource_class,
+            **data,
+            "links": device_links(site=site, hostname=device.hostname, device_id=device.id) | dict(links or {}),
+        },
+    )
 
 
 def events_record(drafts: Sequence[Draft], *, now: datetime) -> None:

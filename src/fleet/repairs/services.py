@@ -22,7 +22,7 @@ from fleet.burnin.reruns.service import DispatchOutcome, rerun_dispatch
 from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.core.locks import lock_keys_in_order
 from fleet.core.models import new_uuid
-from fleet.events.outbox import Draft, device_links, device_subject, events_record
+from fleet.events.outbox import device_draft, events_record
 from fleet.inventory.models import Device, Site
 from fleet.lifecycle.breakers import Guarded, breaker_close, breaker_event
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
@@ -89,25 +89,18 @@ def repair_record(
     outcome = rerun_dispatch(site=device.site, device_ids=[device.id], mode=RERUN_MODES[rerun], requested_by=actor)
     repair.job_ids = [str(j.job_id) for j in outcome.created_jobs]
     repair.save(update_fields=["job_ids"])
-    links = device_links(site=device.site.slug, hostname=device.hostname, device_id=device.id)
     events_record(
         [
-            Draft(
+            device_draft(
                 EventType.REPAIR_RECORDED,
-                device_subject(device.site.slug, device.hostname),
-                device.site_id,
+                device,
                 {
-                    "device_id": str(device.id),
-                    "hostname": device.hostname,
-                    "site": device.site.slug,
-                    "resource_class": device.resource_class,
                     "repair_id": str(repair.id),
                     "summary": repair.summary,
                     "parts": repair.parts,
                     "rerun": rerun.value,
                     "actor": actor,
                     "job_ids": repair.job_ids,
-                    "links": links,
                 },
             )
         ],

@@ -26,7 +26,7 @@ from fleet.burnin.executions import ISOLATION_PARAMETER
 from fleet.burnin.models import DeviceDiagnosis, EvaluationResult, IsolationPlan, PolicyProgress, TestExecution
 from fleet.core.exceptions import Conflict, NotFoundError
 from fleet.core.locks import lock_in_pk_order
-from fleet.events.outbox import Draft, device_links, device_subject, events_record
+from fleet.events.outbox import device_draft, events_record
 from fleet.inventory.models import Device, Site, Topology
 from fleet.jobs.models import Job
 from fleet.jobs.services import JobSpec, jobs_create, jobs_expire_leases_holding
@@ -393,22 +393,16 @@ def _finish(plan: IsolationPlan, state: IsolationState, now) -> None:
     culprits = Device.objects.select_related("site").filter(id__in=[d.device_id for d in found]).order_by("id")
     events_record(
         [
-            Draft(
+            device_draft(
                 EventType.ISOLATION_CULPRIT_FOUND,
-                device_subject(device.site.slug, device.hostname),
-                device.site_id,
+                device,
                 {
-                    "device_id": str(device.id),
-                    "hostname": device.hostname,
-                    "site": device.site.slug,
-                    "resource_class": device.resource_class,
                     "plan_id": str(plan.id),
                     "requirement": plan.requirement.name,
                     "topology": plan.topology.label,
                     "rounds": rounds,
-                    "links": device_links(site=device.site.slug, hostname=device.hostname, device_id=device.id)
-                    | {"isolation": f"/sites/{device.site.slug}/isolation/{plan.id}/"},
                 },
+                links={"isolation": f"/sites/{device.site.slug}/isolation/{plan.id}/"},
             )
             for device in culprits
         ],
