@@ -46,7 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
         )
         sub.add_argument(
             "--health-faults",
-            help="Simulated: host:kind[=code],… (xid, ecc, remap, slowdown) that only the health-window test sees",
+            help="Simulated: host:kind[=code],… (xid, ecc, remap, slowdown, reset, ras, flap, symbol) that only the "
+            "health-window test sees",
         )
         sub.add_argument(
             "--gpu-vendors", help="Who made each class's GPUs: gpu.mi300x.8x=amd,… (FLEET_AGENT_GPU_VENDORS)"

@@ -36,7 +36,7 @@ class AgentConfig:
     errored_share: float = 0.0
     slow_share: float = 0.05
     fabric_faults: str = ""  # simulated: comma-separated hostnames (or ids) with a permanent fabric fault
-    health_faults: str = ""  # simulated: host:kind[=code],… (xid, ecc, remap, slowdown) seen by health-window
+    health_faults: str = ""  # simulated: host:kind[=code],… (xid, ecc, remap, slowdown, flap, …) seen by health-window
     concurrency: int = 4
     heartbeat_interval: float = 30.0
     jobs_interval: float = 5.0

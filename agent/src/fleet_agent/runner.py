@@ -21,8 +21,14 @@ from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, TestOutcome, TestRun
-from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, collect_inventory, health_snapshot
-from fleet_agent.executors.snapshot import HealthSnapshot
+from fleet_agent.executors.hardware import (
+    HEALTH_WINDOW_TEST,
+    HardwareSource,
+    collect_inventory,
+    fabric_snapshot,
+    health_snapshot,
+)
+from fleet_agent.executors.snapshot import FabricSnapshot, HealthSnapshot
 from fleet_agent.gpus import gpu_vendor
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
@@ -72,11 +78,12 @@ class PassReport:
 @dataclass(frozen=True)
 class JobHardware:
     """What the agent read about a single-device job's hardware at its start: the inventory every execution
-    report of the job carries, and where the health window starts with the snapshot read then."""
+    report of the job carries, and where the health window starts with the snapshots read then."""
 
     inventory: dict[str, Any] | None = None
     since: datetime | None = None
     before: HealthSnapshot | None = None
+    fabric_before: FabricSnapshot | None = None
 
 
 def ordered_requirements(requirements: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -384,7 +391,7 @@ class Agent:
             return JobHardware()
         target = device_target(job["devices"][0], self.vendor_of)
         since = datetime.now(UTC)
-        inventory = before = None
+        inventory = before = fabric_before = None
         window = any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements)
         try:
             if not self.config.report_hardware and not window:
@@ -397,9 +404,10 @@ class Agent:
             if window:  # NVIDIA's one reading answers both GPU parts; other vendors read their health tool
                 shared = gpus if gpu_vendor(target.gpu_vendor).health_from_inventory else None
                 before = health_snapshot(source, target, "before", reading=shared)
+                fabric_before = fabric_snapshot(source, target, "before")
         except Exception:
             logger.exception("reading the hardware of %s failed", target.hostname)
-        return JobHardware(inventory=inventory, since=since, before=before)
+        return JobHardware(inventory=inventory, since=since, before=before, fabric_before=fabric_before)
 
     def _lease_seconds(self, job: dict[str, Any]) -> float:
         """The lease length by the service's clock (claimed → expires), so a skewed agent clock
@@ -448,6 +456,7 @@ class Agent:
                 execution_id=execution_id,
                 window_since=hardware.since,
                 health_before=hardware.before,
+                fabric_before=hardware.fabric_before,
             ),
             attempt=attempt,
             should_stop=should_stop,

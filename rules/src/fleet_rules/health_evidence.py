@@ -1,6 +1,6 @@
 """What a burn-in window's health evidence says: which of its kernel-logged Xid/SXid events condemn
-the hardware (`fleet_rules.xid`), the sentence that sends a device to repair for them, and the ECC
-counters before and after the job with their deltas.
+the hardware (`fleet_rules.xid`), the sentence that sends a device to repair for them, the ECC
+counters before and after the job with their deltas, and the InfiniBand ports' error counters likewise.
 
 The evidence is the `health` object of an execution report (docs/burn-in.md, "Health evidence"),
 stored as the service validated it: times are ISO 8601 strings. Pure: no Django.
@@ -9,7 +9,7 @@ stored as the service validated it: times are ISO 8601 strings. Pure: no Django.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,7 +17,18 @@ from fleet_rules.amdgpu import AMDGPU_EVENTS
 from fleet_rules.vocabulary import ThrottleReason
 from fleet_rules.xid import FATAL_SXID, FATAL_XID, XidKind, is_fatal
 
-__all__ = ["EccRow", "HealthRead", "XidEvent", "ecc_rows", "fatal_events", "fatal_reason", "health_read", "xid_events"]
+__all__ = [
+    "EccRow",
+    "FabricPortRow",
+    "HealthRead",
+    "XidEvent",
+    "ecc_rows",
+    "fabric_rows",
+    "fatal_events",
+    "fatal_reason",
+    "health_read",
+    "xid_events",
+]
 
 #: How many events one report may carry, and how long each message may be: a window that logged
 #: more is a device in trouble whatever the rest says, and the first thousand prove it.
@@ -27,6 +38,10 @@ MAX_MESSAGE = 1000
 #: kept (an unknown code is evidence too, and refusing it would refuse the report's fatal ones).
 MAX_CODE = 2**31 - 1
 MAX_ECC_COUNTERS = 64
+#: How many InfiniBand ports one report's `health.fabric` may carry (a host has a handful; the agent sends the ports
+#: whose counters grew first), and how many counters each side of a port.
+MAX_FABRIC_PORTS = 64
+MAX_FABRIC_COUNTERS = 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +169,46 @@ def ecc_rows(health: Mapping[str, Any] | None) -> list[EccRow]:
     return [EccRow(name, before.get(name), after.get(name)) for name in sorted(set(before) | set(after))]
 
 
+@dataclass(frozen=True, slots=True)
+class FabricPortRow:
+    """One InfiniBand port's error counters before and after the job (`health.fabric.ports[]`)."""
+
+    port: str  # `mlx5_0/1` (adapter/port), or `lid75/1` when read by perfquery
+    state_before: str | None
+    state_after: str | None
+    counters: list[EccRow]
+    saturated: list[str]  # counters at their maximum before the window: their growth is unknown
+    reset: list[str]  # counters that went backwards during the window (reset): their growth is unknown
+
+    @property
+    def grew(self) -> list[EccRow]:
+        return [row for row in self.counters if row.grew]
+
+    @property
+    def went_down(self) -> bool:
+        return self.state_before == "ACTIVE" and self.state_after not in (None, "ACTIVE")
+
+
+def fabric_rows(health: Mapping[str, Any] | None) -> list[FabricPortRow]:
+    """Every port read before or after the job, in the order reported (those whose counters grew first)."""
+    fabric = (health or {}).get("fabric") or {}
+    rows = []
+    for port in fabric.get("ports") or []:
+        before: Mapping[str, Any] = port.get("before") or {}
+        after: Mapping[str, Any] = port.get("after") or {}
+        rows.append(
+            FabricPortRow(
+                str(port.get("port") or ""),
+                port.get("state_before"),
+                port.get("state_after"),
+                [EccRow(name, before.get(name), after.get(name)) for name in sorted(set(before) | set(after))],
+                list(port.get("saturated") or []),
+                list(port.get("reset") or []),
+            )
+        )
+    return rows
+
+
 #: The throttle reasons in people's words.
 THROTTLE_WORDS: Mapping[ThrottleReason, str] = {
     ThrottleReason.HW_SLOWDOWN: "hardware slowdown",
@@ -173,6 +228,8 @@ class HealthRead:
     events: list[XidEvent]
     ecc: list[EccRow]
     throttle_reasons: list[str]  # in words
+    fabric: list[FabricPortRow] = field(default_factory=list)
+    fabric_source: str = ""
 
     @property
     def fatal(self) -> list[XidEvent]:
@@ -191,4 +248,6 @@ def health_read(health: Mapping[str, Any] | None) -> HealthRead | None:
         xid_events(health),
         ecc_rows(health),
         [THROTTLE_WORDS.get(ThrottleReason(r), r) for r in health.get("throttle_reasons_seen") or []],
+        fabric_rows(health),
+        str((health.get("fabric") or {}).get("source") or ""),
     )

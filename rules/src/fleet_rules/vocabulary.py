@@ -320,6 +320,13 @@ class HealthSource(Vocabulary):
     SIMULATED = "simulated"  # the simulated executor
 
 
+class FabricSource(Vocabulary):
+    """Where the agent read a burn-in window's InfiniBand port error counters (`health.fabric.source`)."""
+
+    SYSFS = "sysfs"  # `/sys/class/infiniband/<dev>/ports/<n>/counters/*` (grep -H, or read locally)
+    PERFQUERY = "perfquery"  # infiniband-diags' `perfquery` (a PMA query)
+
+
 class ThrottleReason(Vocabulary):
     """A clock-throttle reason the driver reported during a job (`nvidia-smi`'s clocks event reasons)."""
 

@@ -20,7 +20,7 @@ from fleet.core.fields import (
     StrictRegexField,
 )
 from fleet_rules import health_evidence as health_rules
-from fleet_rules.vocabulary import HealthSource, ThrottleReason
+from fleet_rules.vocabulary import FabricSource, HealthSource, ThrottleReason
 from fleet_rules.xid import XidKind
 
 #: A PCI address as the kernel log (`0000:3b:00`) or nvidia-smi (`00000000:3B:00.0`) writes it, or
@@ -28,6 +28,11 @@ from fleet_rules.xid import XidKind
 #: characters. Refusing an odd address would refuse the whole report, and with it a fatal Xid.
 PCI_BUS_ID_PATTERN = r"^[^\x00-\x1f\x7f]{1,64}$"
 COUNTER_NAME = re.compile(r"^[a-z][a-z0-9_]{0,63}$")
+#: An InfiniBand port as the agent names it: the adapter as the kernel names it and the port number (`mlx5_0/1`,
+#: `mlx5_bond_0/1`), or perfquery's LID and port (`lid75/1`, `lid75/all`).
+FABRIC_PORT_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}/(?:[0-9]{1,3}|all)$"
+#: A port state as sysfs names it (`ACTIVE`, `DOWN`, `INIT`, `ARMED`, `ACTIVE_DEFER`).
+PORT_STATE_PATTERN = r"^[A-Z_]{1,20}$"
 
 
 class MetricReadingSerializer(serializers.Serializer):
@@ -88,9 +93,58 @@ class HealthEccSerializer(serializers.Serializer):
     after = CounterValuesField(required=False, default=dict)
 
 
+class FabricPortSerializer(serializers.Serializer):
+    """One InfiniBand port's state and error counters before and after the job."""
+
+    port = StrictRegexField(FABRIC_PORT_PATTERN, max_length=70)
+    state_before = StrictRegexField(PORT_STATE_PATTERN, max_length=20, required=False, allow_null=True, default=None)
+    state_after = StrictRegexField(PORT_STATE_PATTERN, max_length=20, required=False, allow_null=True, default=None)
+    before = CounterValuesField(required=False, default=dict)
+    after = CounterValuesField(required=False, default=dict)
+    saturated = serializers.ListField(
+        child=StrictRegexField(COUNTER_NAME.pattern, max_length=64),
+        required=False,
+        default=list,
+        max_length=health_rules.MAX_FABRIC_COUNTERS,
+    )
+    reset = serializers.ListField(
+        child=StrictRegexField(COUNTER_NAME.pattern, max_length=64),
+        required=False,
+        default=list,
+        max_length=health_rules.MAX_FABRIC_COUNTERS,
+    )
+
+    def validate_before(self, value: dict[str, Any]) -> dict[str, Any]:
+        return _few_counters(value)
+
+    def validate_after(self, value: dict[str, Any]) -> dict[str, Any]:
+        return _few_counters(value)
+
+
+def _few_counters(value: dict[str, Any]) -> dict[str, Any]:
+    if len(value) > health_rules.MAX_FABRIC_COUNTERS:
+        raise serializers.ValidationError(f"At most {health_rules.MAX_FABRIC_COUNTERS} counters a port.")
+    return value
+
+
+class HealthFabricSerializer(serializers.Serializer):
+    """The device's InfiniBand ports' error counters read before and after the job (docs/agent.md, "Fabric
+    deltas")."""
+
+    # (the metaclass takes declared fields off the class: this `source` does not shadow Field.source)
+    source = StrictChoiceField(choices=FabricSource.choices)  # type: ignore[assignment]
+    ports = serializers.ListField(child=FabricPortSerializer(), max_length=health_rules.MAX_FABRIC_PORTS)
+
+    def validate_ports(self, value: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        names = [port["port"] for port in value]
+        if len(set(names)) != len(names):
+            raise serializers.ValidationError("Each port at most once.")
+        return value
+
+
 class ExecutionHealthSerializer(serializers.Serializer):
-    """Evidence of the execution's window: what the kernel logged, how the ECC counters moved, which
-    throttle reasons the driver reported (docs/burn-in.md, "Health evidence")."""
+    """Evidence of the execution's window: what the kernel logged, how the ECC and InfiniBand error counters
+    moved, which throttle reasons the driver reported (docs/burn-in.md, "Health evidence")."""
 
     window = HealthWindowSerializer()
     # (the metaclass takes declared fields off the class: this `source` does not shadow Field.source)
@@ -99,6 +153,7 @@ class ExecutionHealthSerializer(serializers.Serializer):
         child=XidEventSerializer(), required=False, default=list, max_length=health_rules.MAX_EVENTS
     )
     ecc = HealthEccSerializer(required=False, default=dict)
+    fabric = HealthFabricSerializer(required=False, allow_null=True, default=None)
     throttle_reasons_seen = serializers.ListField(
         child=StrictChoiceField(choices=ThrottleReason.choices),
         required=False,

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol, runtime_checkable
 
-from fleet_agent.executors.snapshot import HealthSnapshot
+from fleet_agent.executors.snapshot import FabricSnapshot, HealthSnapshot
 
 __all__ = [
     "COMPLETED",
@@ -67,6 +67,8 @@ class TestRun:
     #: `HealthSnapshot`); without them the window is the test's own run.
     window_since: datetime | None = None
     health_before: HealthSnapshot | None = None
+    #: ... and the InfiniBand ports' error counters read then (a `FabricSnapshot`).
+    fabric_before: FabricSnapshot | None = None
 
 
 @dataclass(frozen=True)

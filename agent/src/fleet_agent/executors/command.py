@@ -39,7 +39,7 @@ from fleet_agent.executors.base import (
     output_too_large,
     utc_now,
 )
-from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, Phase, Reading, health_window
+from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, NOT_CONFIGURED, Phase, Reading, health_window
 from fleet_agent.executors.tooling import (
     CommandSpec,
     PreparedCommand,
@@ -61,6 +61,7 @@ GPU_PARTS: tuple[str, ...] = ("gpu_inventory", "gpu_health")
 HARDWARE_COMMAND_KEYS: tuple[str, ...] = (
     *GPU_PARTS,
     "ibstat",
+    "ib_counters",
     "dmi",
     "kernel_log",
     "kernel_log_fallback",
@@ -197,6 +198,8 @@ class CommandHardware:
     def _run(self, key: str, target: Target, context: Mapping[str, Any]) -> Reading:
         configured = self._configured(key, target)
         if configured is None:
+            if key == "ib_counters":  # optional: a site without InfiniBand reads no fabric counters
+                return Reading(None, NOT_CONFIGURED)
             where = f"{key}.{target.gpu_vendor}" if key in GPU_PARTS else key
             return Reading(None, f"no command configured (hardware_commands.{where})")
         tokens, timeout = configured

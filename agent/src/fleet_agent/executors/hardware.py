@@ -12,10 +12,12 @@ whatever produced it.
   with the reason, and its fields stay null — nothing is invented.
 * `health_snapshot` reads the GPU health (ECC, row remaps, throttling: `nvidia-smi -q -x`, `amd-smi metric
   --json`) at the start of a job.
+* `fabric_snapshot` reads the InfiniBand ports' error counters (`ib_counters`: sysfs or `perfquery`) at the start
+  of a job, when the source has a reading for them.
 * `health_window` is the `health-window` test, which the runner runs last in a job: it reads the kernel log for
-  the job's window (the vendor's events: Xid/SXid, amdgpu RAS), the snapshot after, and judges nothing itself — it
+  the job's window (the vendor's events: Xid/SXid, amdgpu RAS), the snapshots after, and judges nothing itself — it
   returns the metrics the requirement's thresholds judge (`xid_fatal_count` or `amdgpu_ras_fatal_count`,
-  `row_remap_pending`, `ecc_uncorrected_delta`, `hw_slowdown_seen`, …) and
+  `row_remap_pending`, `ecc_uncorrected_delta`, `hw_slowdown_seen`, `ib_link_downed_delta`, `ib_link_flaps`, …) and
   the `health` evidence object the execution report carries.
 """
 
@@ -27,10 +29,12 @@ from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 from fleet_agent.executors.base import COMPLETED, Target, TestOutcome, TestRun, errored, utc_now
-from fleet_agent.executors.snapshot import HealthSnapshot
+from fleet_agent.executors.snapshot import FabricSnapshot, HealthSnapshot
+from fleet_agent.fabric import fabric_evidence, fabric_metrics
 from fleet_agent.gpus import GpuVendor, gpu_vendor
 from fleet_agent.parsers import Metrics, ParseError
 from fleet_agent.parsers.dmi import parse_dmi
+from fleet_agent.parsers.ib_counters import parse_ib_counters
 from fleet_agent.parsers.ibstat import parse_ibstat
 from fleet_agent.parsers.kernel_log import XidEvent
 from fleet_agent.parsers.nvidia_smi_xml import THROTTLE_REASONS
@@ -39,10 +43,13 @@ __all__ = [
     "HARDWARE_PARTS",
     "HEALTH_WINDOW_TEST",
     "MAX_XID_EVENTS",
+    "NOT_CONFIGURED",
+    "FabricSnapshot",
     "HardwareSource",
     "HealthSnapshot",
     "Reading",
     "collect_inventory",
+    "fabric_snapshot",
     "health_snapshot",
     "health_window",
 ]
@@ -52,7 +59,10 @@ logger = logging.getLogger("fleet_agent.hardware")
 #: The test the runner runs last in a job: the health evidence of the job's window.
 HEALTH_WINDOW_TEST = "health-window"
 #: What a hardware source can be asked to read.
-HARDWARE_PARTS: tuple[str, ...] = ("gpu_inventory", "gpu_health", "ibstat", "dmi", "kernel_log")
+HARDWARE_PARTS: tuple[str, ...] = ("gpu_inventory", "gpu_health", "ibstat", "ib_counters", "dmi", "kernel_log")
+#: The problem of a reading whose part the source was not told how to read: for `ib_counters`, a site without
+#: InfiniBand (or that does not read it), which leaves the fabric metrics out rather than erroring the window.
+NOT_CONFIGURED = "not configured"
 #: At most this many events travel in `health.xid_events`, the fatal ones first (the counts in the metrics are
 #: always complete).
 MAX_XID_EVENTS = 200
@@ -157,6 +167,22 @@ def health_snapshot(
         return HealthSnapshot(at, None, f"{vendor.tool}: {exc}", vendor.health_counters)
 
 
+def fabric_snapshot(source: HardwareSource, target: Target, phase: Phase = "before") -> FabricSnapshot:
+    """The device's InfiniBand ports' error counters now (`ports` None and no problem when the source is not
+    configured to read them)."""
+    at = utc_now()
+    reading = source.read("ib_counters", target, phase=phase)
+    if reading.text is None:
+        if reading.problem == NOT_CONFIGURED:
+            return FabricSnapshot(at, None)
+        return FabricSnapshot(at, None, f"ib_counters: {reading.problem or 'not read'}")
+    try:
+        parsed = parse_ib_counters(reading.text)
+    except ParseError as exc:
+        return FabricSnapshot(at, None, f"ib_counters: {exc}")
+    return FabricSnapshot(at, parsed["ports"], None, parsed["source"])
+
+
 def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
     """The `health-window` test of `run` (one device): the kernel log of the window from `run.window_since`
     (default: now) to now, the health snapshot after, and the one from `run.health_before` (default: read now).
@@ -168,7 +194,9 @@ def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
     vendor: GpuVendor = gpu_vendor(target.gpu_vendor)
     since = run.window_since or started_at
     before = run.health_before or health_snapshot(source, target, "before")
+    fabric_before = run.fabric_before or fabric_snapshot(source, target, "before")
     after = health_snapshot(source, target, "after")
+    fabric_after = fabric_snapshot(source, target, "after")
     until = utc_now()
     log = source.read("kernel_log", target, phase="after", since=since, until=until)
     finished_at = utc_now()
@@ -176,6 +204,10 @@ def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
         before.problem and f"the health snapshot at the start of the window could not be read: {before.problem}",
         after.problem and f"the health snapshot at the end of the window could not be read: {after.problem}",
         log.text is None and f"the kernel log could not be read: {log.problem or 'not read'}",
+        fabric_before.problem
+        and f"the InfiniBand counters at the start of the window could not be read: {fabric_before.problem}",
+        fabric_after.problem
+        and f"the InfiniBand counters at the end of the window could not be read: {fabric_after.problem}",
     ):
         if problem:
             return errored(problem, started_at, finished_at)
@@ -198,6 +230,9 @@ def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
         "ecc": {"before": before.values(), "after": after.values()},
         "throttle_reasons_seen": [reason for reason in THROTTLE_REASONS if reason in seen],
     }
+    if fabric_before.ports is not None and fabric_after.ports is not None:
+        metrics.update(fabric_metrics(fabric_before.ports, fabric_after.ports))
+        health["fabric"] = fabric_evidence(fabric_after.source or "sysfs", fabric_before.ports, fabric_after.ports)
     return TestOutcome(
         status=COMPLETED,
         metrics=metrics,

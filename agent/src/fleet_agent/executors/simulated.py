@@ -24,7 +24,8 @@ on every run, so a repair recorded while the agent runs takes effect on the devi
 
 Its hardware can be read (`hardware`, a `SimulatedHardware`: the inventory around every job and the
 `health-window` test), with its own fault knobs: GPUs swapped (`swaps_file`) and health faults
-(`health_faults`: a fatal Xid, ECC growth, a pending row remap, HW slowdown) that only the health window sees.
+(`health_faults`: a fatal Xid, ECC growth, a pending row remap, HW slowdown, an InfiniBand link that flaps or
+corrupts symbols) that only the health window sees.
 """
 
 from __future__ import annotations

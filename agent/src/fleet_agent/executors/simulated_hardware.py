@@ -11,8 +11,13 @@ device id, not of the seed, so an agent restarted with another seed still sees t
   recorded while the agent runs shows in the device's next job.
 * **health faults** (`health_faults`, hostnames or ids): `xid` (a fatal Xid 79 logged mid-window, or `xid=48`
   for another code), `ecc` (two uncorrectable DRAM errors during the window), `remap` (a row remap pending after
-  the window), `slowdown` (HW slowdown active at the end of the window). The burn-in tests of such a device
-  still pass: only the `health-window` test sees the fault.
+  the window), `slowdown` (HW slowdown active at the end of the window), `flap` (the first InfiniBand port's link
+  went down and came back three times during the window: `link_downed` grows by 3) and `symbol` (its symbol errors
+  grow by 1,200 and its receive errors by 40: a bad cable or transceiver). The burn-in tests of such a device still
+  pass: only the `health-window` test sees the fault.
+* **InfiniBand counters** (`ib_counters`) print as `grep -H .` over `/sys/class/infiniband/*/ports/*/counters/…`
+  would, for every NIC of the class (RoCE ones too); each port starts from a small count of its own (a link that
+  trained with a few symbol errors at installation), which a healthy window does not move.
 * **AMD Instinct nodes** (`gpu.mi300x.8x`) print `amd-smi static --json`, `amd-smi metric --json` and amdgpu
   kernel-log lines instead (`fleet_agent.executors.simulated_amd`); their health faults are `ecc` (a bad HBM
   stack: UMC uncorrectable errors logged and counted), `reset` (a ring timeout and a GPU reset in the window),
@@ -34,6 +39,7 @@ from pathlib import Path
 from fleet_agent.executors.base import Target
 from fleet_agent.executors.hardware import Phase, Reading
 from fleet_agent.executors.simulated_amd import AMD_CLASSES, amd_smi_metric, amd_smi_static, amdgpu_kernel_log
+from fleet_agent.parsers.ib_counters import IB_COUNTERS
 from fleet_rules.xid import FATAL_XID
 
 __all__ = [
@@ -47,7 +53,7 @@ __all__ = [
 
 #: The technician's log of swapped GPUs, in the agent's state directory.
 SIMULATED_SWAPS = "simulated-swaps.json"
-HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras")
+HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras", "flap", "symbol")
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,8 @@ class SimulatedHardware:
             # the agent reads it with the other vendor's tool, which this node does not have
             return Reading(None, f"command not found (the simulated {target.resource_class} has {platform.vendor} "
                                  "GPUs; is its class's gpu_vendor right?)")  # fmt: skip
+        if part == "ib_counters":
+            return Reading(_ib_counters(target, platform, faults, phase))
         if platform.vendor == "amd" and part != "ibstat" and part != "dmi":
             return self._amd(part, target, faults, phase, since, until)
         if part in ("gpu_inventory", "gpu_health"):  # nvidia-smi -q -x answers for both
@@ -288,6 +296,30 @@ def _ibstat(target: Target, platform: _Platform) -> str:
             "\t\tLink layer: InfiniBand",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _ib_counters(target: Target, platform: _Platform, faults: tuple[HealthFault, ...], phase: Phase) -> str:
+    """`grep -H . /sys/class/infiniband/*/ports/*/counters/<IB_COUNTERS> /sys/class/infiniband/*/ports/*/state`."""
+    kinds = {fault.kind for fault in faults}
+    after = phase == "after"
+    lines = []
+    for index in range(platform.hcas):
+        base = f"/sys/class/infiniband/mlx5_{index}/ports/1"
+        seed = _digest(target.device_id, f"ib{index}")
+        counts = dict.fromkeys(IB_COUNTERS, 0)
+        counts["link_downed"] = seed[0] % 2  # the link trained twice at installation, or once
+        counts["symbol_error"] = seed[1] % 7
+        counts["port_rcv_errors"] = seed[2] % 20
+        faulty = after and index == 0  # the simulated faults sit on the first port
+        if faulty and "flap" in kinds:
+            counts["link_downed"] += 3
+            counts["link_error_recovery"] += 3
+        if faulty and "symbol" in kinds:
+            counts["symbol_error"] += 1200
+            counts["port_rcv_errors"] += 40
+        lines += [f"{base}/counters/{name}:{counts[name]}" for name in IB_COUNTERS]
+        lines.append(f"{base}/state:4: ACTIVE")
+    return "".join(f"{line}\n" for line in lines)
 
 
 def _kernel_log(

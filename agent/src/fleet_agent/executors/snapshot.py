@@ -1,6 +1,7 @@
-"""A device's GPU health counters at one moment (ECC, row remaps, throttle state): what the job's start reads
-and the `health-window` test compares with what it reads at the end. Its own module so that `base` (the run it
-travels in) and `hardware` (which reads it) both import it and neither imports the other."""
+"""A device's GPU health counters at one moment (ECC, row remaps, throttle state), and its InfiniBand ports' error
+counters: what the job's start reads and the `health-window` test compares with what it reads at the end. Its own
+module so that `base` (the run it travels in) and `hardware` (which reads it) both import it and neither imports the
+other."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from typing import Any
 
 from fleet_agent.parsers import Metrics
 
-__all__ = ["HealthSnapshot"]
+__all__ = ["FabricSnapshot", "HealthSnapshot"]
 
 
 @dataclass(frozen=True)
@@ -28,3 +29,14 @@ class HealthSnapshot:
         metrics = self.metrics or {}
         names = self.counters or tuple(name for name in metrics if name != "gpu_count")
         return {name: metrics.get(name, {}).get("value") for name in names}
+
+
+@dataclass(frozen=True)
+class FabricSnapshot:
+    """The device's InfiniBand ports' error counters at one moment (`fleet_agent.parsers.ib_counters`: `{source,
+    ports}`), or why they could not be read; `ports` is None when no `ib_counters` reading is configured."""
+
+    at: datetime
+    ports: dict[str, Any] | None
+    problem: str | None = None
+    source: str | None = None
