@@ -81,7 +81,7 @@ class CounterValuesField(serializers.DictField):
             if len(data) > health_rules.MAX_ECC_COUNTERS:
                 self.fail("too_many")
             for name in data:
-                if not isinstance(name, str) or not COUNTER_NAME.match(name):
+                if not isinstance(name, str) or not COUNTER_NAME.fullmatch(name):  # `$` lets a final newline by
                     self.fail("bad_name", name=str(name)[:80])
         return super().to_internal_value(data)
 

@@ -83,8 +83,8 @@ _PERFQUERY_FIELDS: Mapping[str, str] = {
 }
 
 #: An adapter's name as the kernel names it (mlx5_0, mlx5_bond_0, ibp24s0, hfi1_0, irdma0): nothing else is read.
-DEVICE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_PORT = re.compile(r"^[0-9]{1,3}$")
+DEVICE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")  # fullmatch: `$` would let a newline end it
+_PORT = re.compile(r"[0-9]{1,3}")
 _MAX_CHARS = 4 * 1024 * 1024
 #: At most this many ports are read (a host has a handful; a listing of thousands is not an adapter's).
 MAX_PORTS = 256
@@ -137,7 +137,7 @@ def _sysfs(lines: list[str]) -> dict[str, dict[str, Any]]:
         if match is None:
             raise ParseError(f"InfiniBand counter line not understood: {line[:200]!r}")
         device, port = match.group("device"), match.group("port")
-        if not DEVICE_NAME.match(device) or not _PORT.match(port):
+        if not DEVICE_NAME.fullmatch(device) or not _PORT.fullmatch(port):
             raise ParseError(f"not an InfiniBand device and port: {f'{device}/{port}'[:100]!r}")
         counter = match.group("counter")
         if counter is not None and counter not in IB_COUNTERS:
@@ -187,10 +187,10 @@ def read_ib_counters_directory(directory: Path = IB_DIRECTORY) -> dict[str, Any]
     their numbered ports, and each counter file read up to 64 bytes. `ParseError` when no port could be read."""
     ports: dict[str, dict[str, Any]] = {}
     for device in _listed(directory):
-        if not DEVICE_NAME.match(device):
+        if not DEVICE_NAME.fullmatch(device):
             continue  # a name that is not an adapter's is never made a path
         for port in _listed(directory / device / "ports"):
-            if not _PORT.match(port):
+            if not _PORT.fullmatch(port):
                 continue
             base = directory / device / "ports" / port
             entry = _new_port(ports, f"{device}/{int(port)}", saturating=True)
