@@ -4,7 +4,7 @@ before and after, growth marked by a symbol and a word, and counters that cannot
 from __future__ import annotations
 
 from tests.dashboard.conftest import VIEWER
-from tests.dashboard.test_health_pages import RC, health_site, window  # noqa: F401 - fixture
+from tests.dashboard.test_health_pages import RC, health_site, window
 
 __all__ = ["health_site"]
 
