@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from fleet_agent.executors.base import Target, TestRun
+from fleet_agent.executors.command import CommandHardware
 from fleet_agent.executors.hardware import NOT_CONFIGURED, Reading, fabric_snapshot, health_window
 from fleet_agent.executors.simulated_hardware import SimulatedHardware, parse_health_faults
 from fleet_agent.fabric import fabric_evidence, fabric_metrics
@@ -162,6 +163,20 @@ def test_a_counter_the_kernel_does_not_expose_is_missing_not_zero(tmp_path: Path
     assert port["state"] is None
     with pytest.raises(ParseError, match="no InfiniBand port"):
         read_ib_counters_directory(tmp_path / "absent")
+
+
+@pytest.mark.process
+def test_the_documented_grep_reading_through_the_command_executor_is_what_the_parser_reads(tmp_path: Path) -> None:
+    root = tmp_path / "infiniband"
+    write_tree(root, SYSFS)
+    (root / "mlx5_0" / "ports" / "1" / "counters" / "VL15_dropped").write_text("0\n")  # a counter not judged
+    hardware = CommandHardware({"ib_counters": f"sh -c 'grep -H . {root}/*/ports/*/counters/* {root}/*/ports/*/state'"})
+
+    reading = hardware.read("ib_counters", Target("d", "h", H200), phase="before")
+
+    assert reading.text is not None, reading.problem
+    assert parse_ib_counters(reading.text) == parse_ib_counters(SYSFS)
+    assert CommandHardware({}).read("ib_counters", Target("d", "h", H200), phase="before").problem == NOT_CONFIGURED
 
 
 # --- the window's deltas ----------------------------------------------------------------------------------------

@@ -208,6 +208,19 @@ def _health(report: HealthReport) -> dict[str, Any]:
             for e in read.fatal
         ],
         "ecc": [{"counter": c.metric, "before": c.before, "after": c.after, "delta": c.delta} for c in read.ecc],
+        # the InfiniBand ports worth a reader's eye: counters that grew, could not be compared, or a link left down
+        "fabric": [
+            {
+                "port": p.port,
+                "state_before": p.state_before,
+                "state_after": p.state_after,
+                "grew": [{"counter": c.metric, "before": c.before, "after": c.after, "delta": c.delta} for c in p.grew],
+                "saturated": p.saturated,
+                "reset": p.reset,
+            }
+            for p in read.fabric
+            if p.grew or p.saturated or p.reset or p.went_down
+        ],
         "throttle_reasons_seen": list(report.health.get("throttle_reasons_seen") or []),
     }
 
