@@ -330,3 +330,52 @@ def test_the_simulated_fleets_links_flap_or_corrupt_symbols_only_where_told(reso
     assert results["n01"]["ib_link_downed_delta"] == 3 and results["n01"]["ib_link_flaps"] == 3
     assert results["n02"]["ib_symbol_error_delta"] == 1200 and results["n02"]["ib_port_rcv_errors_delta"] == 40
     assert results["n02"]["ib_link_downed_delta"] == 0
+
+
+# --- the runner: the window starts at the job's start ------------------------------------------------------------
+
+
+class LinkDownsDuringTests(SimulatedHardware):
+    """The simulated fleet, whose first port's link goes down once during every burn-in test the job runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.downs = 0
+
+    def read(self, part: str, target: Target, **kwargs: Any) -> Reading:
+        reading = super().read(part, target, **kwargs)
+        if part != "ib_counters" or reading.text is None:
+            return reading
+        return Reading(with_value(reading.text, "mlx5_0/ports/1/counters/link_downed", str(self.downs)))
+
+
+def test_the_agent_reads_the_counters_at_the_jobs_start_and_reports_their_growth_over_every_test(
+    tmp_path: Path,
+) -> None:
+    from fleet_agent.executors import SimulatedExecutor
+    from tests.agent.test_hardware_collection import Service, agent_for, job
+
+    service = Service()
+    agent = agent_for(tmp_path, service)
+    hardware = LinkDownsDuringTests()
+    assert isinstance(agent.executor, SimulatedExecutor)
+    agent.executor.hardware = hardware
+    run_test = agent.executor.run
+
+    def run_and_flap(run: TestRun, **kwargs: Any) -> Any:
+        if run.test != "health-window":
+            hardware.downs += 1  # the link went down while this test ran
+        return run_test(run, **kwargs)
+
+    agent.executor.run = run_and_flap  # type: ignore[method-assign]
+
+    agent.run_job(job())
+
+    (window,) = [body for _, body in service.reports if "health" in body]
+    # two tests ran between the job's start and the window: both link-downs are in the window's delta (a window
+    # that read its "before" when it ran would have seen none)
+    assert window["metrics"]["ib_link_downed_delta"]["value"] == 2
+    assert window["metrics"]["ib_link_downed_delta"]["statistics"]["mlx5_0/1"] == 2
+    assert window["metrics"]["ib_link_flaps"]["value"] == 2
+    first = window["health"]["fabric"]["ports"][0]
+    assert (first["port"], first["before"]["link_downed"], first["after"]["link_downed"]) == ("mlx5_0/1", 0, 2)

@@ -185,7 +185,8 @@ def fabric_snapshot(source: HardwareSource, target: Target, phase: Phase = "befo
 
 def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
     """The `health-window` test of `run` (one device): the kernel log of the window from `run.window_since`
-    (default: now) to now, the health snapshot after, and the one from `run.health_before` (default: read now).
+    (default: now) to now, the health snapshot and InfiniBand counters after, and the ones from
+    `run.health_before` and `run.fabric_before` (default: read now; the counters only where configured).
     Errored — never passed — when any of them cannot be read."""
     started_at = utc_now()
     if len(run.targets) != 1:
