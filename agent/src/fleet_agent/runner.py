@@ -21,15 +21,7 @@ from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, TestOutcome, TestRun
-from fleet_agent.executors.hardware import (
-    HEALTH_WINDOW_TEST,
-    HardwareSource,
-    collect_inventory,
-    fabric_snapshot,
-    health_snapshot,
-)
-from fleet_agent.executors.snapshot import FabricSnapshot, HealthSnapshot
-from fleet_agent.gpus import gpu_vendor
+from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, JobHardware, job_start
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
@@ -73,17 +65,6 @@ class PassReport:
     reconciled: dict[str, dict[str, Any]] = field(default_factory=dict)
     gated: list[GateReport] = field(default_factory=list)
     swept: SweepReport | None = None  # the inventory sweep, when `inventory_interval` is on
-
-
-@dataclass(frozen=True)
-class JobHardware:
-    """What the agent read about a single-device job's hardware at its start: the inventory every execution
-    report of the job carries, and where the health window starts with the snapshots read then."""
-
-    inventory: dict[str, Any] | None = None
-    since: datetime | None = None
-    before: HealthSnapshot | None = None
-    fabric_before: FabricSnapshot | None = None
 
 
 def ordered_requirements(requirements: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -383,31 +364,15 @@ class Agent:
         return executions
 
     def _job_hardware(self, job: dict[str, Any], requirements: list[dict[str, Any]]) -> JobHardware:
-        """At the start of a single-device job: the device's inventory (when `report_hardware`) and, when the job
-        has a health window, the health snapshot it starts from. A multi-node job, or an executor that cannot
-        read hardware, gets none."""
+        """At the start of a single-device job: what `job_start` reads (the inventory, when `report_hardware`, and
+        the snapshots a health window starts from). A multi-node job, or an executor that cannot read hardware,
+        gets none."""
         source: HardwareSource | None = getattr(self.executor, "hardware", None)
         if source is None or job["workflow_name"] == MULTI_NODE or not job["devices"]:
             return JobHardware()
         target = device_target(job["devices"][0], self.vendor_of)
-        since = datetime.now(UTC)
-        inventory = before = fabric_before = None
         window = any(requirement.get("test") == HEALTH_WINDOW_TEST for requirement in requirements)
-        try:
-            if not self.config.report_hardware and not window:
-                return JobHardware()
-            gpus = source.read("gpu_inventory", target, phase="before") if self.config.report_hardware else None
-            if gpus is not None:
-                inventory = collect_inventory(source, target, gpu_inventory=gpus)
-                if inventory["missing"]:
-                    logger.warning("inventory of %s: missing %s", target.hostname, "; ".join(inventory["missing"]))
-            if window:  # NVIDIA's one reading answers both GPU parts; other vendors read their health tool
-                shared = gpus if gpu_vendor(target.gpu_vendor).health_from_inventory else None
-                before = health_snapshot(source, target, "before", reading=shared)
-                fabric_before = fabric_snapshot(source, target, "before")
-        except Exception:
-            logger.exception("reading the hardware of %s failed", target.hostname)
-        return JobHardware(inventory=inventory, since=since, before=before, fabric_before=fabric_before)
+        return job_start(source, target, report_hardware=self.config.report_hardware, window=window)
 
     def _lease_seconds(self, job: dict[str, Any]) -> float:
         """The lease length by the service's clock (claimed → expires), so a skewed agent clock

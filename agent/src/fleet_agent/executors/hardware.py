@@ -14,6 +14,8 @@ whatever produced it.
   --json`) at the start of a job.
 * `fabric_snapshot` reads the InfiniBand ports' error counters (`ib_counters`: sysfs or `perfquery`) at the start
   of a job, when the source has a reading for them.
+* `job_start` is what the runner reads at the start of a single-device job: the inventory and the snapshots a
+  health window starts from (`JobHardware`).
 * `health_window` is the `health-window` test, which the runner runs last in a job: it reads the kernel log for
   the job's window (the vendor's events: Xid/SXid, amdgpu RAS), the snapshots after, and judges nothing itself — it
   returns the metrics the requirement's thresholds judge (`xid_fatal_count` or `amdgpu_ras_fatal_count`,
@@ -47,11 +49,13 @@ __all__ = [
     "FabricSnapshot",
     "HardwareSource",
     "HealthSnapshot",
+    "JobHardware",
     "Reading",
     "collect_inventory",
     "fabric_snapshot",
     "health_snapshot",
     "health_window",
+    "job_start",
 ]
 
 logger = logging.getLogger("fleet_agent.hardware")
@@ -181,6 +185,39 @@ def fabric_snapshot(source: HardwareSource, target: Target, phase: Phase = "befo
     except ParseError as exc:
         return FabricSnapshot(at, None, f"ib_counters: {exc}")
     return FabricSnapshot(at, parsed["ports"], None, parsed["source"])
+
+
+@dataclass(frozen=True)
+class JobHardware:
+    """What the agent read about a single-device job's hardware at its start: the inventory every execution
+    report of the job carries, and where the health window starts with the snapshots read then."""
+
+    inventory: dict[str, Any] | None = None
+    since: datetime | None = None
+    before: HealthSnapshot | None = None
+    fabric_before: FabricSnapshot | None = None
+
+
+def job_start(source: HardwareSource, target: Target, *, report_hardware: bool, window: bool) -> JobHardware:
+    """The device's inventory (when `report_hardware`) and, when the job has a health window, the GPU health and
+    InfiniBand counters it starts from. A reading that raises is logged and leaves what it would have read None."""
+    since = datetime.now(UTC)
+    inventory = before = fabric_before = None
+    if not report_hardware and not window:
+        return JobHardware()
+    try:
+        gpus = source.read("gpu_inventory", target, phase="before") if report_hardware else None
+        if gpus is not None:
+            inventory = collect_inventory(source, target, gpu_inventory=gpus)
+            if inventory["missing"]:
+                logger.warning("inventory of %s: missing %s", target.hostname, "; ".join(inventory["missing"]))
+        if window:  # NVIDIA's one reading answers both GPU parts; other vendors read their health tool
+            shared = gpus if gpu_vendor(target.gpu_vendor).health_from_inventory else None
+            before = health_snapshot(source, target, "before", reading=shared)
+            fabric_before = fabric_snapshot(source, target, "before")
+    except Exception:
+        logger.exception("reading the hardware of %s failed", target.hostname)
+    return JobHardware(inventory=inventory, since=since, before=before, fabric_before=fabric_before)
 
 
 def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:
