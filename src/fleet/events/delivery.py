@@ -11,7 +11,9 @@ window; then the delivery is `failed` and the subscription `failing_since` (the 
 `FleetWebhookSubscriptionFailing`) until a delivery to it succeeds again.
 
 Each pass is three statements whatever the batch: fan-out, lease, and the outcomes' update (one
-`jsonb_to_recordset`), plus the subscriptions' failing mark."""
+`jsonb_to_recordset`), plus the subscriptions' failing mark. Deliveries of one subscription and
+subject go out in the events' order (`IN_ORDER`). Every `prune_every` seconds the worker deletes
+delivered events and delivery logs older than the retention, in bounded batches (`prune`)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 import httpx
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
@@ -71,8 +74,9 @@ FAN_OUT = Statement(
 WITH batch AS (
     {batch}
 ), made AS (
-    INSERT INTO {delivery} (id, subscription_id, event_id, status, attempts, created_at, next_attempt_at, error)
-    SELECT gen_random_uuid(), s.id, b.id, %(scheduled)s, 0, %(now)s, %(now)s, ''
+    INSERT INTO {delivery} (id, subscription_id, event_id, status, attempts, created_at, next_attempt_at, error,
+                            subject, event_time)
+    SELECT gen_random_uuid(), s.id, b.id, %(scheduled)s, 0, %(now)s, %(now)s, '', b.subject, b.time
     FROM batch b JOIN {subscription} s ON s.active
         AND (cardinality(s.event_types) = 0 OR b.type = ANY(s.event_types))
         AND (s.site_id IS NULL OR s.site_id = b.site_id)
@@ -84,7 +88,12 @@ WITH batch AS (
 SELECT (SELECT count(*) FROM marked) AS events, (SELECT count(*) FROM made) AS deliveries
 """,
         batch=queue_rows_sql(
-            TABLES["event"], "e", "e.id, e.type, e.site_id", "NOT e.fanned_out", "e.time, e.id", "%(limit)s"
+            TABLES["event"],
+            "e",
+            "e.id, e.type, e.site_id, e.subject, e.time",
+            "NOT e.fanned_out",
+            "e.time, e.id",
+            "%(limit)s",
         ),
     ),
     FannedOut,
@@ -110,6 +119,22 @@ class Leased(NamedTuple):
     data: Any
 
 
+#: Per subscription and subject, in the events' order (time, then id): a delivery is taken only
+#: while no earlier one of its subscription and subject is still scheduled — due, leased (in
+#: flight), or waiting for its retry — and no earlier event of its subject is still to be fanned out.
+#: So a later event about a device never overtakes an earlier one, whatever the retries; one given
+#: up (`failed`) no longer holds the later ones back. Two index probes (`events_delivery_subject_idx`,
+#: `events_event_unfanned_idx`).
+IN_ORDER = sql(
+    """NOT EXISTS (
+        SELECT 1 FROM {delivery} p
+        WHERE p.subscription_id = d.subscription_id AND p.subject = d.subject AND p.status = %(scheduled)s
+          AND (p.event_time, p.event_id) < (d.event_time, d.event_id))
+    AND NOT EXISTS (
+        SELECT 1 FROM {event} u WHERE NOT u.fanned_out AND u.subject = d.subject
+          AND (u.time, u.id) < (d.event_time, d.event_id))"""
+)
+
 LEASE = Statement(
     "events.delivery.lease",
     sql(
@@ -129,7 +154,8 @@ ORDER BY e.time, e.id
             "d",
             "d.id",
             "d.status = %(scheduled)s AND d.next_attempt_at <= %(now)s"
-            " AND (d.leased_until IS NULL OR d.leased_until < %(now)s)",
+            " AND (d.leased_until IS NULL OR d.leased_until < %(now)s)"
+            f" AND {IN_ORDER}",
             "d.next_attempt_at, d.created_at",
             "%(limit)s",
         ),
@@ -183,6 +209,70 @@ WHERE d.id = r.id AND d.status = %(scheduled)s
         "scheduled": DeliveryStatus.SCHEDULED.value,
     },
 )
+
+
+class Pruned(NamedTuple):
+    events: int
+    deliveries: int
+
+
+#: One batch of pruning: events older than the retention, fanned out, whose every delivery was
+#: delivered (or that had none), with their deliveries; and delivered deliveries older than it whose
+#: event is kept (a sibling delivery still scheduled or failed: what Redeliver sends is kept).
+PRUNE = Statement(
+    "events.delivery.prune",
+    sql(
+        """
+WITH old AS (
+    {old}
+), logs AS (
+    SELECT d.id FROM {delivery} d WHERE d.status = %(delivered)s AND d.delivered_at < %(cutoff)s LIMIT %(limit)s
+), gone_deliveries AS (
+    DELETE FROM {delivery} d WHERE d.event_id IN (SELECT id FROM old) OR d.id IN (SELECT id FROM logs) RETURNING 1
+), gone_events AS (
+    DELETE FROM {event} e USING old WHERE e.id = old.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone_events) AS events, (SELECT count(*) FROM gone_deliveries) AS deliveries
+""",
+        old=queue_rows_sql(
+            TABLES["event"],
+            "e",
+            "e.id",
+            sql(
+                "e.fanned_out AND e.time < %(cutoff)s"
+                " AND NOT EXISTS (SELECT 1 FROM {delivery} x WHERE x.event_id = e.id AND x.status <> %(delivered)s)"
+            ),
+            "e.time",
+            "%(limit)s",
+        ),
+    ),
+    Pruned,
+    example=lambda: {"limit": 10, "cutoff": timezone.now(), "delivered": DeliveryStatus.DELIVERED.value},
+)
+
+#: Rows a pruning batch deletes at most (of each kind), and batches a round runs at most.
+PRUNE_BATCH = 1000
+PRUNE_BATCHES = 10
+
+
+def retention() -> timedelta:
+    return timedelta(days=int(getattr(settings, "FLEET_EVENTS_RETENTION_DAYS", 30)))
+
+
+def prune(*, keep: timedelta | None = None, batch: int = PRUNE_BATCH, batches: int = PRUNE_BATCHES) -> Pruned:
+    """Delete what is older than the retention (`FLEET_EVENTS_RETENTION_DAYS`), batch by batch
+    (each its own short transaction), until a batch comes back short or `batches` ran."""
+    cutoff = timezone.now() - (keep if keep is not None else retention())
+    events = deliveries = 0
+    for _ in range(batches):
+        with transaction.atomic(), connection.cursor() as cursor:
+            row = PRUNE.one(
+                cursor, {"limit": batch, "cutoff": cutoff, "delivered": DeliveryStatus.DELIVERED.value}
+            ) or Pruned(0, 0)
+        events, deliveries = events + row.events, deliveries + row.deliveries
+        if row.events < batch and row.deliveries < batch:
+            break
+    return Pruned(events, deliveries)
 
 
 @dataclass(frozen=True)
@@ -351,11 +441,19 @@ def deliver_forever(
     stop: threading.Event | None = None,
     once: bool = False,
     on_pass: Callable[[Pass], None] | None = None,
+    prune_every: float = 600.0,
 ) -> None:
-    """Deliver until `stop` is set (or, with `once`, until nothing is due)."""
+    """Deliver until `stop` is set (or, with `once`, until nothing is due); prune what is older
+    than the retention when starting and every `prune_every` seconds (0: never)."""
     stop = stop or threading.Event()
+    pruned_at: float | None = None
     with new_client() as client, ThreadPoolExecutor(max_workers=concurrency) as pool:
         while not stop.is_set():
+            if prune_every > 0 and (pruned_at is None or clock.monotonic() - pruned_at >= prune_every):
+                pruned_at = clock.monotonic()
+                gone = prune()
+                if gone.events or gone.deliveries:
+                    log.info("pruned %d events and %d deliveries past the retention", *gone)
             done = deliver_pass(client, pool, batch=batch, lease_for=lease_for, first_backoff=first_backoff)
             if on_pass is not None:
                 on_pass(done)
