@@ -320,3 +320,21 @@ def test_the_worker_prunes_delivered_events_and_logs_past_the_retention_in_batch
     deliver_forever(once=True, idle=0.01)
     assert not Delivery.objects.filter(id=kept[0].id).exists()
     assert not Event.objects.filter(id=kept[0].event_id).exists()
+
+
+def test_the_connection_goes_only_to_the_address_checked_at_connect_time(receiver):
+    """DNS rebinding: the worker's client resolves the name when it connects, checks every
+    address, and connects to the checked one — a name resolving to loopback (`localhost`) is
+    refused by the connection itself, not only by the check before it; an admin-allowed
+    subscription's client reaches it."""
+    from fleet.events.delivery import new_client
+
+    receiver.start()
+    url = f"http://localhost:{receiver.port}/hook"
+    with new_client() as checked, pytest.raises(httpx.ConnectError, match="refused when connecting to localhost"):
+        checked.post(url, content=b"{}")
+    assert receiver.received() == []
+    with new_client(allow_private=True) as private:
+        assert private.get(f"http://localhost:{receiver.port}/").status_code in {200, 404, 501}
+    with new_client() as checked, pytest.raises(httpx.ConnectError, match="127.0.0.1 is a loopback address"):
+        checked.get(f"http://127.0.0.1:{receiver.port}/")

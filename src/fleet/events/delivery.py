@@ -37,7 +37,7 @@ from fleet.core.rows import recordset
 from fleet.core.statements import NoRow, Statement, select_list
 from fleet.events import cloudevents
 from fleet.events.models import Delivery, Event, Subscription
-from fleet.events.targets import url_refusal
+from fleet.events.targets import checked_transport, url_refusal
 from fleet_rules import webhooks
 from fleet_rules.vocabulary import DeliveryStatus
 
@@ -306,7 +306,8 @@ def lease(*, limit: int, lease_for: timedelta) -> list[Leased]:
 
 
 def send(client: httpx.Client, leased: Leased) -> Tried:
-    """One signed POST: the SSRF check first, then the request (no redirects followed, timeouts,
+    """One signed POST: the SSRF check first (a clear error in the log), then the request (its
+    connection checked again at connect time by a checked client; no redirects followed, timeouts,
     the answer read up to `MAX_RESPONSE_BYTES`)."""
     started = clock.monotonic()
     at = timezone.now()
@@ -397,15 +398,32 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
             )
 
 
-def new_client() -> httpx.Client:
+LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=32)
+
+
+def new_client(*, allow_private: bool = False) -> httpx.Client:
     """The worker's HTTP client: no redirects, timeouts, no proxy from the environment (the SSRF
-    check judges the address the request goes to), kept-alive connections."""
+    check judges the address the request goes to), kept-alive connections. Unless for the
+    subscriptions an admin allowed private targets, its connections resolve, check and connect to
+    the checked address (`fleet.events.targets.CheckedBackend`: no DNS rebinding)."""
     return httpx.Client(
         timeout=TIMEOUT,
         follow_redirects=False,
         trust_env=False,
-        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+        limits=LIMITS,
+        transport=None if allow_private else checked_transport(LIMITS),
     )
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The checked client, and the one for subscriptions allowed private targets."""
+
+    checked: httpx.Client
+    private: httpx.Client
+
+    def for_(self, leased: Leased) -> httpx.Client:
+        return self.private if leased.allow_private else self.checked
 
 
 @dataclass
@@ -416,7 +434,7 @@ class Pass:
 
 
 def deliver_pass(
-    client: httpx.Client,
+    clients: Clients,
     pool: ThreadPoolExecutor,
     *,
     batch: int,
@@ -426,7 +444,7 @@ def deliver_pass(
     """Fan out what is new, then send one batch of due deliveries concurrently and record them."""
     fanned = fan_out(limit=max(batch, 500))
     leased = lease(limit=batch, lease_for=lease_for)
-    tries = list(pool.map(lambda item: send(client, item), leased))
+    tries = list(pool.map(lambda item: send(clients.for_(item), item), leased))
     record(tries, first_backoff=first_backoff)
     return Pass(fanned, len(tries), sum(t.ok for t in tries))
 
@@ -447,14 +465,19 @@ def deliver_forever(
     than the retention when starting and every `prune_every` seconds (0: never)."""
     stop = stop or threading.Event()
     pruned_at: float | None = None
-    with new_client() as client, ThreadPoolExecutor(max_workers=concurrency) as pool:
+    with (
+        new_client() as checked,
+        new_client(allow_private=True) as private,
+        ThreadPoolExecutor(max_workers=concurrency) as pool,
+    ):
+        clients = Clients(checked, private)
         while not stop.is_set():
             if prune_every > 0 and (pruned_at is None or clock.monotonic() - pruned_at >= prune_every):
                 pruned_at = clock.monotonic()
                 gone = prune()
                 if gone.events or gone.deliveries:
                     log.info("pruned %d events and %d deliveries past the retention", *gone)
-            done = deliver_pass(client, pool, batch=batch, lease_for=lease_for, first_backoff=first_backoff)
+            done = deliver_pass(clients, pool, batch=batch, lease_for=lease_for, first_backoff=first_backoff)
             if on_pass is not None:
                 on_pass(done)
             if done.tried == 0 and done.fanned_out.events == 0:
