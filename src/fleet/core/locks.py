@@ -100,6 +100,14 @@ _SCOPE_LOCKS = """SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS
 FROM (SELECT unnest({keys}) AS k ORDER BY 1) keys"""
 
 
+def try_lock_sql(key: str) -> str:
+    """A condition that takes the transaction advisory lock of the text expression `key` if it is
+    free (true) or is held by another transaction (false, without waiting). For work queues only
+    (a webhook subject's deliveries, taken by one worker's lease at a time), like `queue_rows_sql`:
+    never waited for, so outside the lock order."""
+    return f"pg_try_advisory_xact_lock(hashtextextended({key}, 0))"
+
+
 class Leadership(NamedTuple):
     leading: bool
 

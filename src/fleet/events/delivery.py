@@ -32,7 +32,7 @@ from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from fleet.core.locks import queue_rows_sql
+from fleet.core.locks import queue_rows_sql, try_lock_sql
 from fleet.core.rows import recordset
 from fleet.core.statements import NoRow, Statement, select_list
 from fleet.events import cloudevents
@@ -120,19 +120,25 @@ class Leased(NamedTuple):
 
 
 #: Per subscription and subject, in the events' order (time, then id): a delivery is taken only
-#: while no earlier one of its subscription and subject is still scheduled — due, leased (in
-#: flight), or waiting for its retry — and no earlier event of its subject is still to be fanned out.
-#: So a later event about a device never overtakes an earlier one, whatever the retries; one given
-#: up (`failed`) no longer holds the later ones back. Two index probes (`events_delivery_subject_idx`,
-#: `events_event_unfanned_idx`).
+#: while no earlier one of its subscription and subject is in flight (leased) or waiting for its
+#: retry, and no earlier event of its subject is still to be fanned out; the earlier ones still due
+#: are taken with it, in the same lease (the batch is in the events' order), and sent one after the
+#: other by one thread (`_send_chain`), which stops at the first that fails. One lease at a time
+#: takes a subject's chain: the subject's transaction advisory lock is tried (`try_lock_sql`), and a
+#: subject another worker is leasing is skipped. So a later event about a device never overtakes an
+#: earlier one, whatever the retries and however many workers; one given up (`failed`) no longer
+#: holds the later ones back. Index probes (`events_delivery_subject_idx`, `events_event_subject_idx`).
 IN_ORDER = sql(
     """NOT EXISTS (
         SELECT 1 FROM {delivery} p
         WHERE p.subscription_id = d.subscription_id AND p.subject = d.subject AND p.status = %(scheduled)s
-          AND (p.event_time, p.event_id) < (d.event_time, d.event_id))
+          AND (p.event_time, p.event_id) < (d.event_time, d.event_id)
+          AND (p.next_attempt_at > %(now)s OR p.leased_until >= %(now)s))
     AND NOT EXISTS (
         SELECT 1 FROM {event} u WHERE NOT u.fanned_out AND u.subject = d.subject
-          AND (u.time, u.id) < (d.event_time, d.event_id))"""
+          AND (u.time, u.id) < (d.event_time, d.event_id))
+    AND {subject_lock}""",
+    subject_lock=try_lock_sql("'delivery|' || d.subscription_id::text || '|' || d.subject"),
 )
 
 LEASE = Statement(
@@ -156,7 +162,7 @@ ORDER BY e.time, e.id
             "d.status = %(scheduled)s AND d.next_attempt_at <= %(now)s"
             " AND (d.leased_until IS NULL OR d.leased_until < %(now)s)"
             f" AND {IN_ORDER}",
-            "d.next_attempt_at, d.created_at",
+            "d.event_time, d.event_id",
             "%(limit)s",
         ),
         columns=select_list(
@@ -189,16 +195,25 @@ ORDER BY e.time, e.id
 
 
 #: What each try came to, one statement for the batch. Only a delivery still scheduled is
-#: written (a redelivery or another worker's outcome is not undone by a late one).
+#: written (a redelivery or another worker's outcome is not undone by a late one). A delivery
+#: leased but not tried (after an earlier one of its chain failed) is only released, its lease's
+#: attempt taken back.
 RECORD = Statement(
     "events.delivery.record",
     sql(
         """
-UPDATE {delivery} d SET status = r.status, leased_until = NULL, last_attempt_at = r.at, response_code = r.code,
-    latency_ms = r.latency, error = r.error, next_attempt_at = r.next_at,
-    delivered_at = CASE WHEN r.status = %(delivered)s THEN r.at ELSE d.delivered_at END
+UPDATE {delivery} d SET leased_until = NULL,
+    status = CASE WHEN r.tried THEN r.status ELSE d.status END,
+    attempts = CASE WHEN r.tried THEN d.attempts ELSE d.attempts - 1 END,
+    last_attempt_at = CASE WHEN r.tried THEN r.at ELSE d.last_attempt_at END,
+    response_code = CASE WHEN r.tried THEN r.code ELSE d.response_code END,
+    latency_ms = CASE WHEN r.tried THEN r.latency ELSE d.latency_ms END,
+    error = CASE WHEN r.tried THEN r.error ELSE d.error END,
+    next_attempt_at = CASE WHEN r.tried THEN r.next_at ELSE d.next_attempt_at END,
+    delivered_at = CASE WHEN r.tried AND r.status = %(delivered)s THEN r.at ELSE d.delivered_at END
 FROM jsonb_to_recordset(%(outcomes)s::jsonb)
-     AS r(id uuid, status varchar, at timestamptz, code int, latency int, error text, next_at timestamptz)
+     AS r(id uuid, tried boolean, status varchar, at timestamptz, code int, latency int, error text,
+          next_at timestamptz)
 WHERE d.id = r.id AND d.status = %(scheduled)s
 """
     ),
@@ -341,10 +356,16 @@ def _ms(started: float) -> int:
     return int((clock.monotonic() - started) * 1000)
 
 
-def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_BACKOFF, rng: Any = None) -> None:
-    """Write what the tries came to (the retry schedule decided by `fleet_rules.webhooks`), and
-    mark or clear the subscriptions' failing state."""
-    if not tries:
+def record(
+    tries: Sequence[Tried],
+    *,
+    untried: Sequence[Leased] = (),
+    first_backoff: timedelta = webhooks.FIRST_BACKOFF,
+    rng: Any = None,
+) -> None:
+    """Write what the tries came to (the retry schedule decided by `fleet_rules.webhooks`), release
+    the `untried`, and mark or clear the subscriptions' failing state."""
+    if not tries and not untried:
         return
     now = timezone.now()
     outcomes: list[dict[str, Any]] = []
@@ -372,6 +393,7 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
         outcomes.append(
             {
                 "id": str(t.leased.delivery_id),
+                "tried": True,
                 "status": status.value,
                 "at": t.at.isoformat(),
                 "code": t.code,
@@ -380,6 +402,7 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
                 "next_at": next_at.isoformat() if next_at else None,
             }
         )
+    outcomes += [{"id": str(u.delivery_id), "tried": False} for u in untried]
     with transaction.atomic():
         with connection.cursor() as cursor:
             RECORD.run(
@@ -426,6 +449,18 @@ class Clients:
         return self.private if leased.allow_private else self.checked
 
 
+def _send_chain(client: httpx.Client, chain: Sequence[Leased]) -> tuple[list[Tried], list[Leased]]:
+    """A subject's deliveries one after the other, in order, until one fails: the tries, and the
+    deliveries left untried (released for a later pass, behind the failed one's retry)."""
+    tries: list[Tried] = []
+    for item in chain:
+        tried = send(client, item)
+        tries.append(tried)
+        if not tried.ok:
+            break
+    return tries, list(chain[len(tries) :])
+
+
 @dataclass
 class Pass:
     fanned_out: FannedOut
@@ -444,8 +479,15 @@ def deliver_pass(
     """Fan out what is new, then send one batch of due deliveries concurrently and record them."""
     fanned = fan_out(limit=max(batch, 500))
     leased = lease(limit=batch, lease_for=lease_for)
-    tries = list(pool.map(lambda item: send(clients.for_(item), item), leased))
-    record(tries, first_backoff=first_backoff)
+    chains: dict[tuple[UUID, str], list[Leased]] = {}
+    for item in leased:  # in the events' order
+        chains.setdefault((item.subscription_id, item.subject), []).append(item)
+    tries: list[Tried] = []
+    untried: list[Leased] = []
+    for sent, rest in pool.map(lambda chain: _send_chain(clients.for_(chain[0]), chain), chains.values()):
+        tries += sent
+        untried += rest
+    record(tries, untried=untried, first_backoff=first_backoff)
     return Pass(fanned, len(tries), sum(t.ok for t in tries))
 
 
