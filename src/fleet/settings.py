@@ -498,6 +498,9 @@ OAUTH2_PROVIDER_GRANT_MODEL = "oauth2_provider.Grant"
 # --- events out (fleet.events) ----------------------------------------------------------------
 #: The service's address as receivers reach it: an event's `source` and the base of its links.
 FLEET_PUBLIC_URL = os.environ.get("FLEET_PUBLIC_URL", "http://127.0.0.1:8000").strip().rstrip("/")
+#: How long delivered events and their delivery logs are kept; `fleet deliver` deletes older ones
+#: (docs/events.md). Events with a delivery still scheduled or failed are kept whatever their age.
+FLEET_EVENTS_RETENTION_DAYS = _env_int("FLEET_EVENTS_RETENTION_DAYS", 30)
 
 # --- people signing in with the company's OpenID Connect provider (fleet.access.oidc; docs/oidc.md) --
 

@@ -244,3 +244,97 @@ def test_a_subscription_gives_up_after_its_retry_window_and_is_marked_failing_un
     assert delivery.attempts >= 2 and delivery.response_code == 500
     assert Subscription.objects.get(id=created.subscription.id).failing_since is not None
     assert len(receiver.received()) == delivery.attempts
+
+
+def test_deliveries_of_one_subject_arrive_in_order_through_down_slow_500_and_up_each_once(receiver):
+    """Four devices, ten events each. The receiver is down, then slow, then answers 500, then is
+    up: every event arrives once (answered 2xx once), and per subject in the events' order — a later
+    event of a device is never even tried while an earlier one waits for its retry."""
+    subscription_create(name="rma", url=receiver.url, secret=receiver.secret, allow_private=True, actor="t")
+    start = timezone.now()
+    order: dict[str, list[str]] = {}
+    for i in range(10):
+        drafts = [Draft(EventType.DEVICE_NEEDS_REPAIR, f"sites/lon-1/devices/n{d}", None, {"n": i}) for d in range(4)]
+        events_record(drafts, now=start + timedelta(milliseconds=i))
+    for event in Event.objects.order_by("time", "id"):
+        order.setdefault(event.subject, []).append(str(event.id))
+    running = workers(2, "--first-backoff", "0.2", "--concurrency", "8")
+    try:
+        # down: the first event of each subject is tried (and only it)
+        wait_for(lambda: Delivery.objects.filter(attempts__gte=2).count() >= 4, 60, "retries while down")
+        assert Delivery.objects.filter(attempts__gt=0).count() == 4
+        receiver.mode("slow:0.3")
+        receiver.start()
+        wait_for(lambda: len(receiver.received()) >= 8, 60, "slow answers")
+        receiver.mode("500")
+        wait_for(lambda: sum(r["mode"] == "500" for r in receiver.received()) >= 8, 60, "500 answers")
+        receiver.mode("ok")
+        wait_for(lambda: Delivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == 40, 120, "every event")
+    finally:
+        stop_all(running)
+
+    got = receiver.received()
+    answered = [r["id"] for r in got if r["mode"] != "500"]  # slow and ok answered 204
+    assert sorted(answered) == sorted(i for ids in order.values() for i in ids)  # each once
+    for subject, ids in order.items():
+        tried = [r["id"] for r in got if r["subject"] == subject]
+        head = 0
+        for r in (r for r in got if r["subject"] == subject):
+            assert r["id"] == ids[head], f"{subject}: {r['id']} tried while {ids[head]} was not delivered ({tried})"
+            head += r["mode"] != "500"
+        assert head == len(ids)
+
+
+def test_the_worker_prunes_delivered_events_and_logs_past_the_retention_in_batches(receiver):
+    receiver.start()
+    subscription_create(name="rma", url=receiver.url, secret=receiver.secret, allow_private=True, actor="t")
+    record_events(25)
+    deliver_forever(once=True, idle=0.01, prune_every=0)
+    assert Delivery.objects.filter(status=DeliveryStatus.DELIVERED).count() == 25
+    old = timezone.now() - timedelta(days=31)
+    Event.objects.update(time=old)
+    Delivery.objects.update(delivered_at=old)
+    # one event's delivery failed (kept: Redeliver sends it), one is still scheduled (kept)
+    kept = list(Delivery.objects.order_by("id")[:2])
+    Delivery.objects.filter(id=kept[0].id).update(status=DeliveryStatus.FAILED, delivered_at=None)
+    Delivery.objects.filter(id=kept[1].id).update(
+        status=DeliveryStatus.SCHEDULED, next_attempt_at=old + timedelta(days=400)
+    )
+    before = set(map(str, Event.objects.values_list("id", flat=True)))
+    young = set(record_events(1)) - before  # within the retention
+    deliver_forever(once=True, idle=0.01, prune_every=0)
+
+    from fleet.events.delivery import prune
+
+    first = prune(batch=10, batches=2)  # bounded: two batches of ten events
+    assert first.events == 20
+    second = prune(batch=10, batches=5)
+    assert second.events == 3 and first.deliveries + second.deliveries == 23
+    assert prune() == (0, 0)
+    remaining = set(map(str, Event.objects.values_list("id", flat=True)))
+    assert remaining == {str(kept[0].event_id), str(kept[1].event_id), *young}
+    assert Delivery.objects.count() == 3
+
+    # the worker prunes by itself (on start, then every --prune-every seconds)
+    Delivery.objects.filter(id=kept[0].id).update(status=DeliveryStatus.DELIVERED, delivered_at=old)
+    deliver_forever(once=True, idle=0.01)
+    assert not Delivery.objects.filter(id=kept[0].id).exists()
+    assert not Event.objects.filter(id=kept[0].event_id).exists()
+
+
+def test_the_connection_goes_only_to_the_address_checked_at_connect_time(receiver):
+    """DNS rebinding: the worker's client resolves the name when it connects, checks every
+    address, and connects to the checked one — a name resolving to loopback (`localhost`) is
+    refused by the connection itself, not only by the check before it; an admin-allowed
+    subscription's client reaches it."""
+    from fleet.events.delivery import new_client
+
+    receiver.start()
+    url = f"http://localhost:{receiver.port}/hook"
+    with new_client() as checked, pytest.raises(httpx.ConnectError, match="refused when connecting to localhost"):
+        checked.post(url, content=b"{}")
+    assert receiver.received() == []
+    with new_client(allow_private=True) as private:
+        assert private.get(f"http://localhost:{receiver.port}/").status_code in {200, 404, 501}
+    with new_client() as checked, pytest.raises(httpx.ConnectError, match="127.0.0.1 is a loopback address"):
+        checked.get(f"http://127.0.0.1:{receiver.port}/")

@@ -392,6 +392,9 @@ class EventType(Vocabulary):
     BREAKER_RESET = "com.fleet-burnin.breaker.reset"
     CERTIFICATE_ISSUED = "com.fleet-burnin.certificate.issued"
     CERTIFICATE_SUPERSEDED = "com.fleet-burnin.certificate.superseded"
+    #: Every enrolled device of a (site, resource class) holds a valid certificate, since the
+    #: certificate this event's reconcile page issued (again after the class stopped being so).
+    CLASS_ACCEPTED = "com.fleet-burnin.class.accepted"
     ISOLATION_CULPRIT_FOUND = "com.fleet-burnin.isolation.culprit_found"
     AUTOPILOT_PAUSED = "com.fleet-burnin.autopilot.paused"
     AUTOPILOT_RESUMED = "com.fleet-burnin.autopilot.resumed"

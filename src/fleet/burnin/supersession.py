@@ -13,10 +13,10 @@ batch).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, NamedTuple
 from uuid import UUID
 
 from django.db import connection
@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from fleet.burnin.models import AcceptanceCertificate
 from fleet.burnin.tables import sql
-from fleet.core.statements import Cursor, NoRow, Statement
+from fleet.core.locks import scope_locks_sql
+from fleet.core.statements import Cursor, Statement
 from fleet.events.outbox import device_events_sql
 from fleet.inventory.models import Site
 from fleet.lifecycle.services import Applied, AutomaticMove, transitions_apply
@@ -44,18 +45,39 @@ class Supersession:
     refs: Mapping[str, Any] = field(default_factory=dict)
 
 
+class Serialized(NamedTuple):
+    """How many scopes' acceptance locks the statement took (`acceptance_key`)."""
+
+    locked: int
+
+
+def acceptance_key(site_id: UUID, resource_class: str) -> str:
+    """The advisory lock of a (site, resource class)'s acceptance (`fleet.core.locks`, third rank)."""
+    return f"acceptance|{site_id}|{resource_class}"
+
+
+#: Also takes the acceptance locks of the classes the caller is about to issue certificates in
+#: (`%(classes)s`): pages issuing in one class run their issue statement one after the other, each
+#: seeing what the one before committed, so exactly one of them sees its class complete
+#: (`fleet.burnin.certificates.issuance`, event `class.accepted`) — in a statement every page sends
+#: already, so a page pays no statement more.
 SUPERSEDE = Statement(
     "burnin.supersession.supersede",
     sql(
         """
-WITH superseded AS (
+WITH serialized AS (
+    {serialized}
+), superseded AS (
     UPDATE {certificate} c SET superseded_at = %(now)s, supersede_reason = u.reason
     FROM unnest(%(serials)s::uuid[], %(reasons)s::varchar[]) AS u(serial, reason)
     WHERE c.serial = u.serial AND c.superseded_at IS NULL
     RETURNING c.serial, c.device_id, c.supersede_reason
+), superseded_events AS (
+    {superseded_events}
 )
-{superseded_events}
+SELECT locked FROM serialized
 """,
+        serialized=scope_locks_sql("%(classes)s::text[]"),
         certificate=AcceptanceCertificate._meta.db_table,
         # Each certificate superseded is an event, in this statement (a reconcile page pays no statement more).
         superseded_events=device_events_sql(
@@ -69,17 +91,35 @@ WITH superseded AS (
             )
         ),
     ),
-    NoRow,
-    example=lambda: {"now": timezone.now(), "serials": [uuid.uuid4()], "reasons": [SupersedeReason.FAILED.value]},
+    Serialized,
+    example=lambda: {
+        "now": timezone.now(),
+        "serials": [uuid.uuid4()],
+        "reasons": [SupersedeReason.FAILED.value],
+        "classes": [acceptance_key(uuid.uuid4(), "gpu")],
+    },
 )
 
 
-def supersede_run(cursor: Cursor, supersessions: Sequence[Supersession], now: datetime) -> None:
+def supersede_run(
+    cursor: Cursor,
+    supersessions: Sequence[Supersession],
+    now: datetime,
+    *,
+    issuing_in: Iterable[tuple[UUID, str]] = (),
+) -> None:
     """Supersede these certificates (one statement, also when there are none: a reconcile page
-    sends the same statements whatever it found); a certificate already superseded stays as it was."""
-    SUPERSEDE.run(
+    sends the same statements whatever it found); a certificate already superseded stays as it was.
+    `issuing_in`: the (site, resource class) scopes the caller issues certificates in next, whose
+    acceptance locks the statement takes (held until the transaction ends)."""
+    SUPERSEDE.rows(
         cursor,
-        {"now": now, "serials": [s.serial for s in supersessions], "reasons": [s.reason.value for s in supersessions]},
+        {
+            "now": now,
+            "serials": [s.serial for s in supersessions],
+            "reasons": [s.reason.value for s in supersessions],
+            "classes": sorted({acceptance_key(site, rc) for site, rc in issuing_in}),
+        },
     )
 
 

@@ -7,7 +7,10 @@ so two transactions locking overlapping sets wait for each other instead of dead
    "C"), then target (`lock_keys_in_order`);
 2. devices, in primary-key order (`lock_in_pk_order`, `lock_keys_in_pk_order`, and `locked_sql`
    for a statement that locks them itself, as the lifecycle's writer and certificate issuance do);
-3. the circuit breakers' scopes (site × resource class): transaction advisory locks, by key;
+3. scopes (site × resource class): transaction advisory locks, by key (`scope_locks_sql`) — a
+   scope's acceptance (certificate issuance: one page at a time completes a class, so the
+   `class.accepted` event is written once) before its circuit breaker (a reconcile page issues,
+   then judges its failures);
    (the autopilot's leadership is a session advisory lock on a connection of its own, `LeaderLock`,
    taken before any of these and never inside a transaction);
 4. a scope's breaker row, and jobs and leases, after the devices they concern.
@@ -84,6 +87,25 @@ def locked_sql(table: str, alias: str, columns: str, where: str) -> str:
 
 
 _LOCKED = "SELECT {columns} FROM {table} {alias} WHERE {where} ORDER BY {alias}.id {lock}"
+
+
+def scope_locks_sql(keys: str) -> str:
+    """A statement's part (a CTE or a whole SELECT) that takes a transaction advisory lock on each
+    key of the `text[]` expression `keys`, in key order, waiting for each; one row, `locked` (how
+    many). For the scopes of the lock order's third rank."""
+    return _SCOPE_LOCKS.format(keys=keys)
+
+
+_SCOPE_LOCKS = """SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS locked
+FROM (SELECT unnest({keys}) AS k ORDER BY 1) keys"""
+
+
+def try_lock_sql(key: str) -> str:
+    """A condition that takes the transaction advisory lock of the text expression `key` if it is
+    free (true) or is held by another transaction (false, without waiting). For work queues only
+    (a webhook subject's deliveries, taken by one worker's lease at a time), like `queue_rows_sql`:
+    never waited for, so outside the lock order."""
+    return f"pg_try_advisory_xact_lock(hashtextextended({key}, 0))"
 
 
 class Leadership(NamedTuple):

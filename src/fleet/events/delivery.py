@@ -11,7 +11,9 @@ window; then the delivery is `failed` and the subscription `failing_since` (the 
 `FleetWebhookSubscriptionFailing`) until a delivery to it succeeds again.
 
 Each pass is three statements whatever the batch: fan-out, lease, and the outcomes' update (one
-`jsonb_to_recordset`), plus the subscriptions' failing mark."""
+`jsonb_to_recordset`), plus the subscriptions' failing mark. Deliveries of one subscription and
+subject go out in the events' order (`IN_ORDER`). Every `prune_every` seconds the worker deletes
+delivered events and delivery logs older than the retention, in bounded batches (`prune`)."""
 
 from __future__ import annotations
 
@@ -26,15 +28,16 @@ from typing import Any, NamedTuple
 from uuid import UUID
 
 import httpx
+from django.conf import settings
 from django.db import connection, transaction
 from django.utils import timezone
 
-from fleet.core.locks import queue_rows_sql
+from fleet.core.locks import queue_rows_sql, try_lock_sql
 from fleet.core.rows import recordset
 from fleet.core.statements import NoRow, Statement, select_list
 from fleet.events import cloudevents
 from fleet.events.models import Delivery, Event, Subscription
-from fleet.events.targets import url_refusal
+from fleet.events.targets import checked_transport, url_refusal
 from fleet_rules import webhooks
 from fleet_rules.vocabulary import DeliveryStatus
 
@@ -71,8 +74,9 @@ FAN_OUT = Statement(
 WITH batch AS (
     {batch}
 ), made AS (
-    INSERT INTO {delivery} (id, subscription_id, event_id, status, attempts, created_at, next_attempt_at, error)
-    SELECT gen_random_uuid(), s.id, b.id, %(scheduled)s, 0, %(now)s, %(now)s, ''
+    INSERT INTO {delivery} (id, subscription_id, event_id, status, attempts, created_at, next_attempt_at, error,
+                            subject, event_time)
+    SELECT gen_random_uuid(), s.id, b.id, %(scheduled)s, 0, %(now)s, %(now)s, '', b.subject, b.time
     FROM batch b JOIN {subscription} s ON s.active
         AND (cardinality(s.event_types) = 0 OR b.type = ANY(s.event_types))
         AND (s.site_id IS NULL OR s.site_id = b.site_id)
@@ -84,7 +88,12 @@ WITH batch AS (
 SELECT (SELECT count(*) FROM marked) AS events, (SELECT count(*) FROM made) AS deliveries
 """,
         batch=queue_rows_sql(
-            TABLES["event"], "e", "e.id, e.type, e.site_id", "NOT e.fanned_out", "e.time, e.id", "%(limit)s"
+            TABLES["event"],
+            "e",
+            "e.id, e.type, e.site_id, e.subject, e.time",
+            "NOT e.fanned_out",
+            "e.time, e.id",
+            "%(limit)s",
         ),
     ),
     FannedOut,
@@ -110,6 +119,28 @@ class Leased(NamedTuple):
     data: Any
 
 
+#: Per subscription and subject, in the events' order (time, then id): a delivery is taken only
+#: while no earlier one of its subscription and subject is in flight (leased) or waiting for its
+#: retry, and no earlier event of its subject is still to be fanned out; the earlier ones still due
+#: are taken with it, in the same lease (the batch is in the events' order), and sent one after the
+#: other by one thread (`_send_chain`), which stops at the first that fails. One lease at a time
+#: takes a subject's chain: the subject's transaction advisory lock is tried (`try_lock_sql`), and a
+#: subject another worker is leasing is skipped. So a later event about a device never overtakes an
+#: earlier one, whatever the retries and however many workers; one given up (`failed`) no longer
+#: holds the later ones back. Index probes (`events_delivery_subject_idx`, `events_event_subject_idx`).
+IN_ORDER = sql(
+    """NOT EXISTS (
+        SELECT 1 FROM {delivery} p
+        WHERE p.subscription_id = d.subscription_id AND p.subject = d.subject AND p.status = %(scheduled)s
+          AND (p.event_time, p.event_id) < (d.event_time, d.event_id)
+          AND (p.next_attempt_at > %(now)s OR p.leased_until >= %(now)s))
+    AND NOT EXISTS (
+        SELECT 1 FROM {event} u WHERE NOT u.fanned_out AND u.subject = d.subject
+          AND (u.time, u.id) < (d.event_time, d.event_id))
+    AND {subject_lock}""",
+    subject_lock=try_lock_sql("'delivery|' || d.subscription_id::text || '|' || d.subject"),
+)
+
 LEASE = Statement(
     "events.delivery.lease",
     sql(
@@ -129,8 +160,9 @@ ORDER BY e.time, e.id
             "d",
             "d.id",
             "d.status = %(scheduled)s AND d.next_attempt_at <= %(now)s"
-            " AND (d.leased_until IS NULL OR d.leased_until < %(now)s)",
-            "d.next_attempt_at, d.created_at",
+            " AND (d.leased_until IS NULL OR d.leased_until < %(now)s)"
+            f" AND {IN_ORDER}",
+            "d.event_time, d.event_id",
             "%(limit)s",
         ),
         columns=select_list(
@@ -163,16 +195,25 @@ ORDER BY e.time, e.id
 
 
 #: What each try came to, one statement for the batch. Only a delivery still scheduled is
-#: written (a redelivery or another worker's outcome is not undone by a late one).
+#: written (a redelivery or another worker's outcome is not undone by a late one). A delivery
+#: leased but not tried (after an earlier one of its chain failed) is only released, its lease's
+#: attempt taken back.
 RECORD = Statement(
     "events.delivery.record",
     sql(
         """
-UPDATE {delivery} d SET status = r.status, leased_until = NULL, last_attempt_at = r.at, response_code = r.code,
-    latency_ms = r.latency, error = r.error, next_attempt_at = r.next_at,
-    delivered_at = CASE WHEN r.status = %(delivered)s THEN r.at ELSE d.delivered_at END
+UPDATE {delivery} d SET leased_until = NULL,
+    status = CASE WHEN r.tried THEN r.status ELSE d.status END,
+    attempts = CASE WHEN r.tried THEN d.attempts ELSE d.attempts - 1 END,
+    last_attempt_at = CASE WHEN r.tried THEN r.at ELSE d.last_attempt_at END,
+    response_code = CASE WHEN r.tried THEN r.code ELSE d.response_code END,
+    latency_ms = CASE WHEN r.tried THEN r.latency ELSE d.latency_ms END,
+    error = CASE WHEN r.tried THEN r.error ELSE d.error END,
+    next_attempt_at = CASE WHEN r.tried THEN r.next_at ELSE d.next_attempt_at END,
+    delivered_at = CASE WHEN r.tried AND r.status = %(delivered)s THEN r.at ELSE d.delivered_at END
 FROM jsonb_to_recordset(%(outcomes)s::jsonb)
-     AS r(id uuid, status varchar, at timestamptz, code int, latency int, error text, next_at timestamptz)
+     AS r(id uuid, tried boolean, status varchar, at timestamptz, code int, latency int, error text,
+          next_at timestamptz)
 WHERE d.id = r.id AND d.status = %(scheduled)s
 """
     ),
@@ -183,6 +224,70 @@ WHERE d.id = r.id AND d.status = %(scheduled)s
         "scheduled": DeliveryStatus.SCHEDULED.value,
     },
 )
+
+
+class Pruned(NamedTuple):
+    events: int
+    deliveries: int
+
+
+#: One batch of pruning: events older than the retention, fanned out, whose every delivery was
+#: delivered (or that had none), with their deliveries; and delivered deliveries older than it whose
+#: event is kept (a sibling delivery still scheduled or failed: what Redeliver sends is kept).
+PRUNE = Statement(
+    "events.delivery.prune",
+    sql(
+        """
+WITH old AS (
+    {old}
+), logs AS (
+    SELECT d.id FROM {delivery} d WHERE d.status = %(delivered)s AND d.delivered_at < %(cutoff)s LIMIT %(limit)s
+), gone_deliveries AS (
+    DELETE FROM {delivery} d WHERE d.event_id IN (SELECT id FROM old) OR d.id IN (SELECT id FROM logs) RETURNING 1
+), gone_events AS (
+    DELETE FROM {event} e USING old WHERE e.id = old.id RETURNING 1
+)
+SELECT (SELECT count(*) FROM gone_events) AS events, (SELECT count(*) FROM gone_deliveries) AS deliveries
+""",
+        old=queue_rows_sql(
+            TABLES["event"],
+            "e",
+            "e.id",
+            sql(
+                "e.fanned_out AND e.time < %(cutoff)s"
+                " AND NOT EXISTS (SELECT 1 FROM {delivery} x WHERE x.event_id = e.id AND x.status <> %(delivered)s)"
+            ),
+            "e.time",
+            "%(limit)s",
+        ),
+    ),
+    Pruned,
+    example=lambda: {"limit": 10, "cutoff": timezone.now(), "delivered": DeliveryStatus.DELIVERED.value},
+)
+
+#: Rows a pruning batch deletes at most (of each kind), and batches a round runs at most.
+PRUNE_BATCH = 1000
+PRUNE_BATCHES = 10
+
+
+def retention() -> timedelta:
+    return timedelta(days=int(getattr(settings, "FLEET_EVENTS_RETENTION_DAYS", 30)))
+
+
+def prune(*, keep: timedelta | None = None, batch: int = PRUNE_BATCH, batches: int = PRUNE_BATCHES) -> Pruned:
+    """Delete what is older than the retention (`FLEET_EVENTS_RETENTION_DAYS`), batch by batch
+    (each its own short transaction), until a batch comes back short or `batches` ran."""
+    cutoff = timezone.now() - (keep if keep is not None else retention())
+    events = deliveries = 0
+    for _ in range(batches):
+        with transaction.atomic(), connection.cursor() as cursor:
+            row = PRUNE.one(
+                cursor, {"limit": batch, "cutoff": cutoff, "delivered": DeliveryStatus.DELIVERED.value}
+            ) or Pruned(0, 0)
+        events, deliveries = events + row.events, deliveries + row.deliveries
+        if row.events < batch and row.deliveries < batch:
+            break
+    return Pruned(events, deliveries)
 
 
 @dataclass(frozen=True)
@@ -216,7 +321,8 @@ def lease(*, limit: int, lease_for: timedelta) -> list[Leased]:
 
 
 def send(client: httpx.Client, leased: Leased) -> Tried:
-    """One signed POST: the SSRF check first, then the request (no redirects followed, timeouts,
+    """One signed POST: the SSRF check first (a clear error in the log), then the request (its
+    connection checked again at connect time by a checked client; no redirects followed, timeouts,
     the answer read up to `MAX_RESPONSE_BYTES`)."""
     started = clock.monotonic()
     at = timezone.now()
@@ -250,10 +356,16 @@ def _ms(started: float) -> int:
     return int((clock.monotonic() - started) * 1000)
 
 
-def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_BACKOFF, rng: Any = None) -> None:
-    """Write what the tries came to (the retry schedule decided by `fleet_rules.webhooks`), and
-    mark or clear the subscriptions' failing state."""
-    if not tries:
+def record(
+    tries: Sequence[Tried],
+    *,
+    untried: Sequence[Leased] = (),
+    first_backoff: timedelta = webhooks.FIRST_BACKOFF,
+    rng: Any = None,
+) -> None:
+    """Write what the tries came to (the retry schedule decided by `fleet_rules.webhooks`), release
+    the `untried`, and mark or clear the subscriptions' failing state."""
+    if not tries and not untried:
         return
     now = timezone.now()
     outcomes: list[dict[str, Any]] = []
@@ -281,6 +393,7 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
         outcomes.append(
             {
                 "id": str(t.leased.delivery_id),
+                "tried": True,
                 "status": status.value,
                 "at": t.at.isoformat(),
                 "code": t.code,
@@ -289,6 +402,7 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
                 "next_at": next_at.isoformat() if next_at else None,
             }
         )
+    outcomes += [{"id": str(u.delivery_id), "tried": False} for u in untried]
     with transaction.atomic():
         with connection.cursor() as cursor:
             RECORD.run(
@@ -307,15 +421,44 @@ def record(tries: Sequence[Tried], *, first_backoff: timedelta = webhooks.FIRST_
             )
 
 
-def new_client() -> httpx.Client:
+LIMITS = httpx.Limits(max_connections=64, max_keepalive_connections=32)
+
+
+def new_client(*, allow_private: bool = False) -> httpx.Client:
     """The worker's HTTP client: no redirects, timeouts, no proxy from the environment (the SSRF
-    check judges the address the request goes to), kept-alive connections."""
+    check judges the address the request goes to), kept-alive connections. Unless for the
+    subscriptions an admin allowed private targets, its connections resolve, check and connect to
+    the checked address (`fleet.events.targets.CheckedBackend`: no DNS rebinding)."""
     return httpx.Client(
         timeout=TIMEOUT,
         follow_redirects=False,
         trust_env=False,
-        limits=httpx.Limits(max_connections=64, max_keepalive_connections=32),
+        limits=LIMITS,
+        transport=None if allow_private else checked_transport(LIMITS),
     )
+
+
+@dataclass(frozen=True)
+class Clients:
+    """The checked client, and the one for subscriptions allowed private targets."""
+
+    checked: httpx.Client
+    private: httpx.Client
+
+    def for_(self, leased: Leased) -> httpx.Client:
+        return self.private if leased.allow_private else self.checked
+
+
+def _send_chain(client: httpx.Client, chain: Sequence[Leased]) -> tuple[list[Tried], list[Leased]]:
+    """A subject's deliveries one after the other, in order, until one fails: the tries, and the
+    deliveries left untried (released for a later pass, behind the failed one's retry)."""
+    tries: list[Tried] = []
+    for item in chain:
+        tried = send(client, item)
+        tries.append(tried)
+        if not tried.ok:
+            break
+    return tries, list(chain[len(tries) :])
 
 
 @dataclass
@@ -326,7 +469,7 @@ class Pass:
 
 
 def deliver_pass(
-    client: httpx.Client,
+    clients: Clients,
     pool: ThreadPoolExecutor,
     *,
     batch: int,
@@ -336,8 +479,15 @@ def deliver_pass(
     """Fan out what is new, then send one batch of due deliveries concurrently and record them."""
     fanned = fan_out(limit=max(batch, 500))
     leased = lease(limit=batch, lease_for=lease_for)
-    tries = list(pool.map(lambda item: send(client, item), leased))
-    record(tries, first_backoff=first_backoff)
+    chains: dict[tuple[UUID, str], list[Leased]] = {}
+    for item in leased:  # in the events' order
+        chains.setdefault((item.subscription_id, item.subject), []).append(item)
+    tries: list[Tried] = []
+    untried: list[Leased] = []
+    for sent, rest in pool.map(lambda chain: _send_chain(clients.for_(chain[0]), chain), chains.values()):
+        tries += sent
+        untried += rest
+    record(tries, untried=untried, first_backoff=first_backoff)
     return Pass(fanned, len(tries), sum(t.ok for t in tries))
 
 
@@ -351,12 +501,25 @@ def deliver_forever(
     stop: threading.Event | None = None,
     once: bool = False,
     on_pass: Callable[[Pass], None] | None = None,
+    prune_every: float = 600.0,
 ) -> None:
-    """Deliver until `stop` is set (or, with `once`, until nothing is due)."""
+    """Deliver until `stop` is set (or, with `once`, until nothing is due); prune what is older
+    than the retention when starting and every `prune_every` seconds (0: never)."""
     stop = stop or threading.Event()
-    with new_client() as client, ThreadPoolExecutor(max_workers=concurrency) as pool:
+    pruned_at: float | None = None
+    with (
+        new_client() as checked,
+        new_client(allow_private=True) as private,
+        ThreadPoolExecutor(max_workers=concurrency) as pool,
+    ):
+        clients = Clients(checked, private)
         while not stop.is_set():
-            done = deliver_pass(client, pool, batch=batch, lease_for=lease_for, first_backoff=first_backoff)
+            if prune_every > 0 and (pruned_at is None or clock.monotonic() - pruned_at >= prune_every):
+                pruned_at = clock.monotonic()
+                gone = prune()
+                if gone.events or gone.deliveries:
+                    log.info("pruned %d events and %d deliveries past the retention", *gone)
+            done = deliver_pass(clients, pool, batch=batch, lease_for=lease_for, first_backoff=first_backoff)
             if on_pass is not None:
                 on_pass(done)
             if done.tried == 0 and done.fanned_out.events == 0:

@@ -88,6 +88,10 @@ class Delivery(models.Model):
     latency_ms = models.PositiveIntegerField(null=True)
     error = models.TextField(default="", blank=True)
     delivered_at = models.DateTimeField(null=True)
+    #: The event's subject and time, copied at fan-out: a delivery waits while an earlier one of
+    #: its subscription and subject is still scheduled (per-subject order, `fleet.events.delivery`).
+    subject = models.CharField(max_length=512, default="", blank=True)
+    event_time = models.DateTimeField(null=True)
 
     class Meta:
         ordering = ["-created_at", "id"]
@@ -100,6 +104,11 @@ class Delivery(models.Model):
                 fields=["next_attempt_at"], name="events_delivery_due_idx", condition=Q(status=DeliveryStatus.SCHEDULED)
             ),
             models.Index(fields=["subscription", "-created_at"], name="events_delivery_log_idx"),
+            models.Index(
+                fields=["subscription", "subject", "event_time"],
+                name="events_delivery_subject_idx",
+                condition=Q(status=DeliveryStatus.SCHEDULED),
+            ),
         ]
 
     def __str__(self) -> str:

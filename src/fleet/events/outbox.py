@@ -26,6 +26,7 @@ EVENT_TABLE = Event._meta.db_table
 DEVICE_PAGE = "/sites/{site}/devices/{hostname}/"
 EVIDENCE_PACK = "/api/v1/devices/{device_id}/evidence-pack/"
 BREAKER_PAGE = "/sites/{site}/repairs/"
+SITE_PAGE = "/sites/{site}/"
 
 
 def device_subject(site: str, hostname: str) -> str:
@@ -85,6 +86,40 @@ _DEVICE_EVENTS = """INSERT INTO {table} (id, type, subject, time, site_id, data,
     SELECT gen_random_uuid(), e.event_type, {subject}, {now}, e.site_id,
            jsonb_build_object('device_id', e.device_id::text, 'hostname', e.hostname, 'site', e.site_slug,
                               'resource_class', e.resource_class, 'links', {links}) || e.data, false
+    FROM {source}"""
+
+
+class ClassEventSource(NamedTuple):
+    """The columns a statement's (site, resource class) rows give `class_events_sql`."""
+
+    site_id: UUID
+    site_slug: str
+    resource_class: str
+    event_type: str
+    data: Any  # jsonb: what the writer adds (the class's device count …)
+
+
+def class_subject(site: str, resource_class: str) -> str:
+    return f"sites/{site}/classes/{resource_class}"
+
+
+def class_events_sql(source: str, *, now: str = "%(now)s") -> str:
+    """`INSERT INTO` the outbox one event per row of `source` (a FROM item with
+    `ClassEventSource`'s columns, aliased `e`): subject `sites/<slug>/classes/<class>`, `data` = the
+    site, the class and a link to the site's page, merged with the row's own `data`. For a CTE."""
+    return _CLASS_EVENTS.format(
+        table=EVENT_TABLE,
+        subject=_sql_template("sites/{site}/classes/{rc}", site="e.site_slug", rc="e.resource_class"),
+        now=now,
+        links=f"jsonb_build_object('dashboard', {_sql_template(SITE_PAGE, site='e.site_slug')})",
+        source=source,
+    )
+
+
+_CLASS_EVENTS = """INSERT INTO {table} (id, type, subject, time, site_id, data, fanned_out)
+    SELECT gen_random_uuid(), e.event_type, {subject}, {now}, e.site_id,
+           jsonb_build_object('site', e.site_slug, 'resource_class', e.resource_class, 'links', {links})
+           || e.data, false
     FROM {source}"""
 
 

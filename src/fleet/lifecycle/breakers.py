@@ -17,7 +17,7 @@ from django.db import connection
 from django.utils import timezone
 
 from fleet.core.exceptions import NotFoundError
-from fleet.core.locks import locked_sql
+from fleet.core.locks import locked_sql, scope_locks_sql
 from fleet.core.statements import Statement
 from fleet.events.outbox import BREAKER_PAGE, Draft, events_record
 from fleet.lifecycle import metrics
@@ -51,10 +51,7 @@ class NoScope(NamedTuple):
 #: first, so the two lock kinds never wait on each other in opposite orders).
 LOCK_SCOPES = Statement(
     "lifecycle.lock_scopes",
-    """
-SELECT count(pg_advisory_xact_lock(hashtextextended(k, 0))) AS locked
-FROM (SELECT unnest(%(keys)s::text[]) AS k ORDER BY 1) keys
-""",
+    scope_locks_sql("%(keys)s::text[]"),
     NoScope,
     example=lambda: {"keys": ["lon-1|gpu"]},
 )

@@ -26,7 +26,7 @@ from fleet.burnin.tables import sql
 from fleet.core.locks import locked_sql
 from fleet.core.rows import bulk_read_cursor, id_text, ids_sql, recordset, text_or_none
 from fleet.core.statements import Statement, select_list
-from fleet.events.outbox import device_events_sql
+from fleet.events.outbox import class_events_sql, device_events_sql
 from fleet.inventory.models import Site
 from fleet.lifecycle.services import (
     SYSTEM,
@@ -242,6 +242,44 @@ LOCK = Statement(
 )
 
 
+#: The (site, resource class) scopes the issue statement completes: those where a device it issued a
+#: certificate to held no valid one when the page began (a renewal — the previous certificate
+#: superseded by this page, `%(now)s`, while still valid — leaves its class as it was), and where
+#: every other enrolled device holds a valid certificate (`valid_now`: current, not past its
+#: `valid_until`). The statement's snapshot cannot see a concurrent page's certificates, so the pages
+#: issuing in one class take its acceptance lock first (`supersede_run`'s `issuing_in`, a statement
+#: before this one): the later page sees the earlier one's, and of two pages finishing a class exactly
+#: one finds it complete. The scan stops at the class's first device without a valid certificate;
+#: only a class found complete is counted whole.
+COMPLETED = sql(
+    """
+    SELECT k.site_id, s.slug AS site_slug, k.resource_class,
+           (SELECT count(*) FROM {device} e
+            WHERE e.site_id = k.site_id AND e.resource_class = k.resource_class AND {enrolled_e}) AS devices,
+           k.certificates
+    FROM (
+        SELECT i.site_id, i.resource_class, count(*) AS certificates FROM inserted i
+        LEFT JOIN {certificate} p ON p.serial = i.previous_id
+        WHERE p.serial IS NULL OR p.superseded_at IS DISTINCT FROM %(now)s
+           OR (p.valid_until IS NOT NULL AND p.valid_until <= %(now)s)
+        GROUP BY i.site_id, i.resource_class
+    ) k
+    JOIN {site} s ON s.id = k.site_id
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {device} o
+        WHERE o.site_id = k.site_id AND o.resource_class = k.resource_class AND {enrolled_o}
+          AND NOT EXISTS (SELECT 1 FROM inserted n WHERE n.device_id = o.id)
+          AND NOT EXISTS (
+              SELECT 1 FROM {certificate} c WHERE c.device_id = o.id AND c.superseded_at IS NULL
+                AND (c.valid_until IS NULL OR c.valid_until > %(now)s))
+    )""",
+    site=Site._meta.db_table,
+    certificate=AcceptanceCertificate._meta.db_table,
+    enrolled_e=enrolled_sql("e"),
+    enrolled_o=enrolled_sql("o"),
+)
+
+
 #: The signing key's public half is recorded by the statement that first uses it; a concurrent
 #: sweep (another satellite's scope touching the same device) that issued first wins: the partial
 #: unique index on current certificates turns ours into a no-op.
@@ -280,9 +318,13 @@ WITH signer AS (
          AS u(serial uuid, device uuid, site uuid, rc varchar, version int, canonical text, sha256 varchar,
               signature text, previous uuid, until timestamptz)
     ON CONFLICT DO NOTHING
-    RETURNING device_id, serial, previous_id IS NULL AS first, valid_until
+    RETURNING device_id, serial, previous_id IS NULL AS first, valid_until, site_id, resource_class, previous_id
 ), issued_events AS (
     {issued_events}
+), completed AS (
+    {completed}
+), completed_events AS (
+    {completed_events}
 ), wanted AS (
     SELECT DISTINCT ON (w.device) {wanted} FROM (
         SELECT {accepting}, 0 AS rank FROM inserted i
@@ -306,6 +348,16 @@ SELECT {outcome} FROM outcome o
     FROM inserted i JOIN {device} d ON d.id = i.device_id JOIN {site} s ON s.id = d.site_id) e""",
                 event_type=EventType.CERTIFICATE_ISSUED.value,
                 site=Site._meta.db_table,
+            )
+        ),
+        completed=COMPLETED,
+        # Each class this statement completes is an event (once: see `COMPLETED`).
+        completed_events=class_events_sql(
+            sql(
+                """(SELECT k.site_id, k.site_slug, k.resource_class, '{event_type}' AS event_type,
+           jsonb_build_object('devices', k.devices, 'certificates', k.certificates) AS data
+    FROM completed k) e""",
+                event_type=EventType.CLASS_ACCEPTED.value,
             )
         ),
         wanted=wanted_columns({name: f"w.{name}" for name in Wanted._fields}),
@@ -484,7 +536,9 @@ def certificates_refresh(
             issue.append((load, load.newest))
     lifted = [m.requested() for m in lifts(supersede)]
     with connection.cursor() as cursor:
-        supersede_run(cursor, supersede, now)
+        supersede_run(
+            cursor, supersede, now, issuing_in={(load.facts.site_id, load.facts.resource_class) for load, _ in issue}
+        )
         rows = ISSUE.rows(cursor, _issue_columns(issue, now) | _move_columns(lifted, now))
     inserted = [row for row in rows if row.serial is not None]
     transitions_outcome(

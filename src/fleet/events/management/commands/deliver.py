@@ -33,12 +33,20 @@ class Command(BaseCommand):
         )
         parser.add_argument("--idle", type=float, default=1.0, help="Seconds to wait when nothing is due.")
         parser.add_argument("--once", action="store_true", help="Stop when nothing is due (for cron and tests).")
+        parser.add_argument(
+            "--prune-every",
+            type=float,
+            default=600.0,
+            help="Seconds between prunings of what is older than FLEET_EVENTS_RETENTION_DAYS (0: never).",
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         if not 1 <= options["batch"] <= 1000:
             raise CommandError("--batch must be between 1 and 1000")
         if not 1 <= options["concurrency"] <= 64:
             raise CommandError("--concurrency must be between 1 and 64")
+        if options["prune_every"] < 0:
+            raise CommandError("--prune-every must be 0 (never) or positive")
         if options["lease"] <= 0:
             raise CommandError("--lease must be positive")
         # One line per request is the delivery log's job (the database), not the console's.
@@ -54,4 +62,5 @@ class Command(BaseCommand):
             idle=options["idle"],
             stop=stop,
             once=options["once"],
+            prune_every=options["prune_every"],
         )
