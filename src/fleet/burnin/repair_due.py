@@ -20,11 +20,12 @@ from fleet.burnin.fragments import counted_failure_sql
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
+from fleet.burnin.models import PolicyProgress
 from fleet.lifecycle.models import Repair
 from fleet.lifecycle.services import AutomaticMove
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules import lifecycle as rules
-from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, TransitionCause
+from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, TransitionCause, Verdict
 
 
 class FailureCount(NamedTuple):
@@ -69,6 +70,27 @@ ORDER BY c.device_id, c.requirement_id
         "states": sorted(s.value for s in BURN_IN_STATES),
     },
 )
+
+
+def requirements_passed(keys: set[tuple[UUID, str, str]]) -> set[tuple[UUID, str, str]]:
+    """Which of (site, resource class, requirement name) some device of that site and class has
+    passed (its projection row's verdict): one query. The breaker's suspect-requirement rule reads
+    it (registered in `BurninConfig.ready`: the lifecycle sits below burn-in)."""
+    if not keys:
+        return set()
+    rows = (
+        PolicyProgress.objects.filter(
+            site_id__in={k[0] for k in keys},
+            resource_class__in={k[1] for k in keys},
+            requirement__name__in={k[2] for k in keys},
+            device__isnull=False,
+            verdict=Verdict.PASSED,
+        )
+        .values_list("site_id", "resource_class", "requirement__name")
+        .distinct()
+        .order_by()
+    )
+    return set(rows) & keys
 
 
 def repair_moves(counts: Iterable[FailureCount]) -> list[AutomaticMove]:
