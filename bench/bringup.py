@@ -67,7 +67,7 @@ from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requiremen
 from fleet.policies.selectors import load_resolutions
 from fleet.repairs.services import repair_record
 from fleet_rules.evaluations import ResultItem
-from fleet_rules.lifecycle import BREAKER_MINIMUM, BREAKER_SHARE, breaker_limit
+from fleet_rules.lifecycle import BREAKER_MINIMUM, BREAKER_SHARE, REPAIR_AFTER_FAILURES, breaker_limit
 from fleet_rules.vocabulary import DeviceState, JobReason, JobStatus, RepairRerun, WorkflowName
 
 H200, NVL72 = "gpu.h200.8x", "gpu.gb200.nvl72"
@@ -115,14 +115,18 @@ class Hall:
     faults: Faults
     requirements: dict[str, Requirement]
     keys: dict[UUID, str]
+    labels: dict[UUID, str]  # topology id → label
 
 
 @dataclass
 class BringUp:
-    lower_bound_with_repairs_h: float
     devices: int
     max_under_test: int
     lower_bound_h: float
+    capacity_bound_h: float
+    critical_path_h: float
+    critical_rack: str
+    where: dict[str, Any]  # where the time went (`_where`)
     time_h: float | None
     test_hours: float
     minimum_hours: float
@@ -138,10 +142,6 @@ class BringUp:
     @property
     def time_vs_lower_bound(self) -> float | None:
         return self.time_h / self.lower_bound_h if self.time_h is not None else None
-
-    @property
-    def time_vs_lower_bound_with_repairs(self) -> float | None:
-        return self.time_h / self.lower_bound_with_repairs_h if self.time_h is not None else None
 
     @property
     def test_hours_vs_minimum(self) -> float:
@@ -237,7 +237,8 @@ def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = Fal
     keys = {r.id: load_resolutions([(r.id, site.id)])[(r.id, site.id)].key for r in requirements.values()}
     for rc in (H200, NVL72):
         reconcile_sweep(site_slug=site.slug, satellite_name="sat-1", resource_class=rc, gate=None, limit=5000)
-    return Hall(site, satellite, devices, rack_of, faults, requirements, keys)
+    labels = {t.id: label for label, t in tops.items()}
+    return Hall(site, satellite, devices, rack_of, faults, requirements, keys, labels)
 
 
 def _passes(hall: Hall, requirement: str, members: list[UUID], topology_id: UUID | None, wrong: bool) -> bool:
@@ -308,26 +309,79 @@ def _sweep(hall: Hall) -> None:
         reconcile_sweep(site_slug=hall.site.slug, satellite_name="sat-1", resource_class=rc, gate=None, limit=5000)
 
 
-def lower_bound(devices: int, max_under_test: int) -> timedelta:
-    """`ceil(N / max_under_test)` waves × the longest single-node path, plus the longest collective."""
-    singles = {
-        rc: sum(m for _n, (c, _t, u, m) in REQUIREMENTS.items() if c == rc and u is None) for rc in (H200, NVL72)
-    }
-    collective = max(m for _n, (_c, _t, u, m) in REQUIREMENTS.items() if u is not None)
-    return timedelta(minutes=math.ceil(devices / max_under_test) * max(singles.values()) + collective)
+def _minutes(rc: str, *, collective: bool) -> list[int]:
+    """A class's single-node requirements' minutes in job order, or its collective's (one)."""
+    return [m for _n, (c, _t, u, m) in REQUIREMENTS.items() if c == rc and (u is not None) == collective]
 
 
-def lower_bound_with_repairs(devices: int, max_under_test: int) -> timedelta:
-    """The issue's bound ignores repairs, yet a good device whose rack holds a faulty one is accepted
-    only after that rack's collective, so after the repair: the faulty device's longest single-node
-    path, its failing requirement twice more (`repair_after_failures` 3) with the backoffs between
-    (`BACKOFF`, then doubled), the technician's `REPAIR_AFTER`, its whole re-burn-in and the
-    collective. The larger of that and `lower_bound` (a hall with a hard fault has such a rack)."""
-    singles = max(sum(m for _n, (c, _t, u, m) in REQUIREMENTS.items() if c == rc and u is None) for rc in (H200, NVL72))
-    longest_single = max(m for _n, (_c, _t, u, m) in REQUIREMENTS.items() if u is None)
-    collective = max(m for _n, (_c, _t, u, m) in REQUIREMENTS.items() if u is not None)
-    repair_path = timedelta(minutes=singles + 2 * longest_single + singles + collective) + BACKOFF * 3 + REPAIR_AFTER
-    return max(lower_bound(devices, max_under_test), repair_path)
+@dataclass(frozen=True)
+class Bound:
+    """The lower bound of a hall (`lower_bound`) and its two parts."""
+
+    capacity: timedelta  # W / max_under_test
+    critical: timedelta  # the longest rack path
+    critical_rack: str  # which rack (and why) sets `critical`
+
+    @property
+    def value(self) -> timedelta:
+        return max(self.capacity, self.critical)
+
+
+def lower_bound(hall: Hall, max_under_test: int) -> Bound:
+    """What no schedule within the blast radius can beat, given the hall's faults (an oracle that
+    knows which device is faulty and tests it first), in the product's rules: a rack's collective
+    runs on all its enrolled members once each passes alone; a device goes to repair at its
+    `repair_after_failures`-th failure (R = 3); a repaired device passes its single-node tests again.
+    It counts no backoff, no autopilot pass and no isolation beyond one round: those are the
+    scheduler's choices. With S the single-node minutes of a class (one job), C its collective's,
+    d(r) a requirement's, T the technician's wait (`REPAIR_AFTER`):
+
+    * **critical path** `P` = the longest over racks holding a device to accept of: `S + C` (no
+      fault); `S + d(r) + C` with a flaky member (its first attempt of r fails); `2S + (R−1)·d(r) + T
+      + C` with a hard fault in r (its first job, R−1 reruns of r, the repair, its re-burn-in, the
+      collective); `2S + 3C + T` with the collective-only fault (the failing collective, one
+      isolation round, the repair, its re-burn-in, the collective).
+    * **capacity** `W / max_under_test`, W the device-minutes those paths spend: every member of
+      those racks `S + C`, plus a flaky member's `d(r)`, a hard fault's `(R−1)·d(r) + S`, and the
+      collective-only rack's failed collective (`size × C`), a two-device isolation round (`2C`) and
+      the re-burn-in `S`.
+
+    `LB = max(P, W / max_under_test)`. The bad cable's rack is not to be accepted (its devices count
+    as faulty), so it is in neither."""
+    racks: dict[UUID, list[UUID]] = {}
+    for device_id, rack in hall.rack_of.items():
+        racks.setdefault(rack, []).append(device_id)
+    faults = hall.faults
+    retries = REPAIR_AFTER_FAILURES - 1
+    repair_wait = REPAIR_AFTER.total_seconds() / 60
+    work = 0.0
+    critical, why = 0.0, ""
+    for rack, members in racks.items():
+        if rack == faults.cable_rack:
+            continue
+        rc = hall.devices[members[0]]
+        single, (collective,) = sum(_minutes(rc, collective=False)), _minutes(rc, collective=True)
+        work += len(members) * (single + collective)
+        path, reason = float(single + collective), "no fault"
+        for device_id in members:
+            if device_id in faults.hard:
+                minutes = REQUIREMENTS[faults.hard[device_id]][3]
+                work += retries * minutes + single
+                mine, said = 2 * single + retries * minutes + repair_wait + collective, f"hard {faults.hard[device_id]}"
+            elif device_id == faults.collective_only:
+                work += len(members) * collective + 2 * collective + single
+                mine, said = 2 * single + 3 * collective + repair_wait, "collective-only fault"
+            elif device_id in faults.flaky:
+                minutes = REQUIREMENTS[faults.flaky[device_id]][3]
+                work += minutes
+                mine, said = single + minutes + collective, f"flaky {faults.flaky[device_id]}"
+            else:
+                continue
+            if mine > path:
+                path, reason = mine, said
+        if path > critical:
+            critical, why = path, f"{hall.labels[rack]} ({reason})"
+    return Bound(timedelta(minutes=work / max_under_test), timedelta(minutes=critical), why)
 
 
 def _minimum_hours(hall: Hall) -> float:
@@ -355,16 +409,24 @@ def _simulate(
     entered_repair: dict[UUID, datetime] = {}
     stats: dict[str, Any] = {"device_minutes": 0.0, "max_under_test": 0, "passes": 0, "false_repairs": set()}
     good = {d for d in hall.devices if d not in hall.faults.with_a_fault()}
+    # When each device first started a job, entered repair, was repaired, was accepted.
+    timeline: dict[str, dict[UUID, datetime]] = {"first": {}, "repair": {}, "repaired": {}, "accepted": {}}
+    stats["timeline"] = timeline
+
+    def start_claimed(at: datetime) -> None:
+        for job in jobs_claim(satellite=hall.satellite, capacity=10_000):
+            members = list(JobDevice.objects.filter(job=job).values_list("device_id", flat=True))
+            pending_jobs[job.id] = (job, members, at)
+            minutes = sum(REQUIREMENTS[n][3] for n in job.requirement_names)
+            stats["device_minutes"] += minutes * len(members)
+            heapq.heappush(running, (at + timedelta(minutes=minutes), str(job.id), job.id))
+            for member in members:
+                timeline["first"].setdefault(member, at)
+
     while clock - start < limit:
         autopilot_pass(site=hall.site, actor=ACTOR, now=clock)
         stats["passes"] += 1
-        claimed = jobs_claim(satellite=hall.satellite, capacity=10_000)
-        for job in claimed:
-            members = list(JobDevice.objects.filter(job=job).values_list("device_id", flat=True))
-            pending_jobs[job.id] = (job, members, clock)
-            minutes = sum(REQUIREMENTS[n][3] for n in job.requirement_names)
-            stats["device_minutes"] += minutes * len(members)
-            heapq.heappush(running, (clock + timedelta(minutes=minutes), str(job.id), job.id))
+        start_claimed(clock)
         under = JobDevice.objects.filter(active=True, device__site=hall.site).count()
         stats["max_under_test"] = max(stats["max_under_test"], under)
         if until(clock):
@@ -383,11 +445,16 @@ def _simulate(
             ended = True
         if ended:
             _sweep(hall)
+            for device_id in Device.objects.filter(site=hall.site, state=DeviceState.ACCEPTED).values_list(
+                "id", flat=True
+            ):
+                timeline["accepted"].setdefault(device_id, clock)
         for device_id in Device.objects.filter(site=hall.site, state=DeviceState.NEEDS_REPAIR).values_list(
             "id", flat=True
         ):
             if device_id not in entered_repair:
                 entered_repair[device_id] = clock
+                timeline["repair"][device_id] = clock
                 if device_id in good:
                     stats["false_repairs"].add(device_id)
         for device_id, at in sorted(entered_repair.items(), key=lambda kv: kv[1]):
@@ -402,16 +469,46 @@ def _simulate(
                 device_id=device_id, summary="bench technician", parts=[], rerun=RepairRerun.ALL, actor="bench"
             )
             del entered_repair[device_id]
-            for job in jobs_claim(satellite=hall.satellite, capacity=10_000):
-                members = list(JobDevice.objects.filter(job=job).values_list("device_id", flat=True))
-                pending_jobs[job.id] = (job, members, clock)
-                minutes = sum(REQUIREMENTS[n][3] for n in job.requirement_names)
-                stats["device_minutes"] += minutes * len(members)
-                heapq.heappush(running, (clock + timedelta(minutes=minutes), str(job.id), job.id))
+            timeline["repaired"][device_id] = clock
+            start_claimed(clock)
         if stats["passes"] % 25 == 0:
             accepted = Device.objects.filter(site=hall.site, state=DeviceState.ACCEPTED).count()
             progress(f"bring-up: {(clock - start).total_seconds() / 3600:.1f} h simulated, {accepted} accepted")
     return start, clock, stats
+
+
+def _where(
+    hall: Hall, start: datetime, end: datetime, stats: dict[str, Any], target: set[UUID], max_under_test: int
+) -> dict[str, Any]:
+    """Where the time went: when the last device started its first job (every fault can be seen only
+    after that), the slots' use over the run, and the rack accepted last with its repaired device's
+    story (first job, into repair, repaired, accepted), in hours from the start."""
+    timeline = stats["timeline"]
+
+    def h(at: datetime | None) -> float | None:
+        return round((at - start).total_seconds() / 3600, 2) if at is not None else None
+
+    span_min = max(1.0, (end - start).total_seconds() / 60)
+    accepted = {d: at for d, at in timeline["accepted"].items() if d in target}
+    last = max(accepted, key=lambda d: accepted[d]) if accepted else None
+    where: dict[str, Any] = {
+        "last_first_job_h": h(max(timeline["first"].values(), default=None)),
+        "slot_use": round(stats["device_minutes"] / (max_under_test * span_min), 3),
+        "last_entered_repair_h": h(max(timeline["repair"].values(), default=None)),
+    }
+    if last is not None:
+        rack = hall.rack_of[last]
+        members = [d for d, r in hall.rack_of.items() if r == rack]
+        story = {}
+        for device_id in members:
+            if device_id in timeline["repair"]:
+                story = {
+                    "first_job_h": h(timeline["first"].get(device_id)),
+                    "entered_repair_h": h(timeline["repair"].get(device_id)),
+                    "repaired_h": h(timeline["repaired"].get(device_id)),
+                }
+        where["last_rack"] = {"label": hall.labels[rack], "accepted_h": h(accepted[last]), "repaired_member": story}
+    return where
 
 
 def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[BringUp, WrongPolicy]:
@@ -445,11 +542,15 @@ def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[B
     actions = dict(
         AutopilotAction.objects.filter(site=hall.site).values_list("kind").annotate(n=Count("id")).order_by()
     )
+    bound = lower_bound(hall, MAX_UNDER_TEST)
     result = BringUp(
-        lower_bound_with_repairs_h=lower_bound_with_repairs(len(hall.devices), MAX_UNDER_TEST).total_seconds() / 3600,
         devices=len(hall.devices),
         max_under_test=MAX_UNDER_TEST,
-        lower_bound_h=lower_bound(len(hall.devices), MAX_UNDER_TEST).total_seconds() / 3600,
+        lower_bound_h=bound.value.total_seconds() / 3600,
+        capacity_bound_h=bound.capacity.total_seconds() / 3600,
+        critical_path_h=bound.critical.total_seconds() / 3600,
+        critical_rack=bound.critical_rack,
+        where=_where(hall, start, end, stats, target, MAX_UNDER_TEST),
         time_h=(end - start).total_seconds() / 3600 if finished else None,
         test_hours=stats["device_minutes"] / 60,
         minimum_hours=_minimum_hours(hall),
@@ -500,17 +601,12 @@ def bringup_figures(run: BringUp, wrong: WrongPolicy) -> dict[str, Any]:
         "bringup_devices": run.devices,
         "bringup_max_under_test": run.max_under_test,
         "bringup_lower_bound_h": round(run.lower_bound_h, 2),
+        "bringup_capacity_bound_h": round(run.capacity_bound_h, 2),
+        "bringup_critical_path_h": round(run.critical_path_h, 2),
+        "bringup_critical_rack": run.critical_rack,
         "bringup_time_h": round(run.time_h, 2) if run.time_h is not None else None,
         "bringup_time_vs_lower_bound": round(run.time_vs_lower_bound, 3) if run.time_vs_lower_bound else None,
-        "bringup_lower_bound_with_repairs_h": round(run.lower_bound_with_repairs_h, 2),
-        # Capacity: one run of everything, spread over max_under_test slots (collectives included).
-        "bringup_capacity_bound_h": round(run.minimum_hours / run.max_under_test, 2),
-        "bringup_time_vs_capacity_bound": round(run.time_h / (run.minimum_hours / run.max_under_test), 3)
-        if run.time_h is not None
-        else None,
-        "bringup_time_vs_lower_bound_with_repairs": round(run.time_vs_lower_bound_with_repairs, 3)
-        if run.time_vs_lower_bound_with_repairs
-        else None,
+        "bringup_where": run.where,
         "bringup_test_hours_vs_minimum": round(run.test_hours_vs_minimum, 3),
         "bringup_escapes": run.escapes,
         "bringup_false_repairs": run.false_repairs,
