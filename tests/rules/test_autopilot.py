@@ -170,6 +170,14 @@ def test_a_collective_whose_isolation_named_nobody_is_held_for_a_person():
     assert kinds(site(*members, collectives=(collective(members, attempts=5, plan=plan),))) == []
 
 
+def test_a_collective_awaiting_its_evaluation_is_not_run_again():
+    """Its job ended (the members are free) and its result is on its way: in progress, not rerun
+    (found by the bring-up bench with real agents: every rack's collective ran twice)."""
+    members = rack(passing_alone=True)
+    awaiting = collective(members, verdict=Verdict.IN_PROGRESS, attempts=0, finished_at=None)
+    assert kinds(site(*members, collectives=(awaiting,))) == []
+
+
 def test_a_collective_waits_until_its_members_pass_alone():
     members = rack(not_run=1)
     actions = decide(site(*members, collectives=(collective(members, verdict=Verdict.NOT_RUN, attempts=0),)))

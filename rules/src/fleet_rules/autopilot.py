@@ -235,6 +235,12 @@ def decide(facts: SiteFacts) -> list[Action]:
             continue
         if collective.verdict == Verdict.PASSED or not members or not all(m.passing_alone for m in members):
             continue  # a collective runs once its members pass alone: their own reruns come first
+        if collective.verdict not in FAILING and collective.verdict not in NOT_YET_RUN:
+            # In progress: it runs, or it ran and awaits its evaluation (its job ended, so its
+            # members are free). Running it again would spend a whole rack's slots on a result on
+            # its way (real agents evaluate and sweep a few seconds after a job ends).
+            held_back |= cohort
+            continue
         if collective.verdict in FAILING and collective.finished_at is not None:
             due = collective.finished_at + backoff_for(settings, collective.verdict, collective.attempts)
             if due > facts.now:
