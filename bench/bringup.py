@@ -38,11 +38,10 @@ breaker's limit, and whether the autopilot stopped dispatching that class once i
 from __future__ import annotations
 
 import heapq
-import math
 import random
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -79,6 +78,7 @@ REQUIREMENTS: dict[str, tuple[str, str, str | None, int]] = {
     "tray-diag": (NVL72, "dcgm-diag", None, 30),
     "nvl72-nccl": (NVL72, "nccl-all-reduce-multinode", "nvlink-domain", 30),
 }
+COLLECTIVES = frozenset(n for n, (_c, _t, u, _m) in REQUIREMENTS.items() if u is not None)
 RACKS, RACK_SIZE, DOMAINS, TRAYS = 64, 8, 2, 18
 HARD_SHARE, FLAKY_SHARE = 0.03, 0.01
 REPAIR_AFTER = timedelta(hours=4)
@@ -158,7 +158,7 @@ class WrongPolicy:
     dispatched_after_open: int
 
 
-def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = False) -> Hall:
+def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = False, story_faults: bool = True) -> Hall:
     rng = random.Random(seed)
     site = Site.objects.create(slug=f"{prefix}-hall", name=f"{prefix} hall")
     satellite = Satellite.objects.create(
@@ -231,7 +231,7 @@ def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = Fal
     order = {t.id: i for i, (_u, t) in enumerate(memberships)}
     touched = {rack_of[d] for d in ids[: hard_n + flaky_n]}
     clean_racks = sorted({rack_of[d] for d in ids if devices[d] == H200} - touched, key=order.get)
-    if len(clean_racks) >= 2 and not wrong:
+    if len(clean_racks) >= 2 and not wrong and story_faults:
         faults.cable_rack = clean_racks[0]
         faults.collective_only = next(d for d in ids if rack_of[d] == clean_racks[1])
     keys = {r.id: load_resolutions([(r.id, site.id)])[(r.id, site.id)].key for r in requirements.values()}
@@ -309,9 +309,34 @@ def _sweep(hall: Hall) -> None:
         reconcile_sweep(site_slug=hall.site.slug, satellite_name="sat-1", resource_class=rc, gate=None, limit=5000)
 
 
-def _minutes(rc: str, *, collective: bool) -> list[int]:
+#: Each requirement's simulated minutes (`REQUIREMENTS`); the processes' run passes the executor's.
+MINUTES = {name: float(m) for name, (_c, _t, _u, m) in REQUIREMENTS.items()}
+
+
+def _minutes(rc: str, *, collective: bool, minutes: Mapping[str, float] = MINUTES) -> list[float]:
     """A class's single-node requirements' minutes in job order, or its collective's (one)."""
-    return [m for _n, (c, _t, u, m) in REQUIREMENTS.items() if c == rc and (u is not None) == collective]
+    return [minutes[n] for n, (c, _t, u, _m) in REQUIREMENTS.items() if c == rc and (u is not None) == collective]
+
+
+@dataclass(frozen=True)
+class FaultSet:
+    """The faults the bound knows of: a device's failing requirements (hard: every attempt until
+    repaired; flaky: its first attempt only), the devices whose fault only a collective shows, and
+    a rack nobody can accept (a bad cable)."""
+
+    hard: Mapping[UUID, tuple[str, ...]]
+    flaky: Mapping[UUID, tuple[str, ...]]
+    collective_only: frozenset[UUID] = frozenset()
+    cable_rack: UUID | None = None
+
+    @classmethod
+    def of(cls, faults: Faults) -> FaultSet:
+        return cls(
+            {d: (r,) for d, r in faults.hard.items()},
+            {d: (r,) for d, r in faults.flaky.items()},
+            frozenset({faults.collective_only} if faults.collective_only else ()),
+            faults.cable_rack,
+        )
 
 
 @dataclass(frozen=True)
@@ -327,7 +352,9 @@ class Bound:
         return max(self.capacity, self.critical)
 
 
-def lower_bound(hall: Hall, max_under_test: int) -> Bound:
+def lower_bound(
+    hall: Hall, max_under_test: int, *, faults: FaultSet | None = None, minutes: Mapping[str, float] = MINUTES
+) -> Bound:
     """What no schedule within the blast radius can beat, given the hall's faults (an oracle that
     knows which device is faulty and tests it first), in the product's rules: a rack's collective
     runs on all its enrolled members once each passes alone; a device goes to repair at its
@@ -337,10 +364,11 @@ def lower_bound(hall: Hall, max_under_test: int) -> Bound:
     d(r) a requirement's, T the technician's wait (`REPAIR_AFTER`):
 
     * **critical path** `P` = the longest over racks holding a device to accept of: `S + C` (no
-      fault); `S + d(r) + C` with a flaky member (its first attempt of r fails); `2S + (R−1)·d(r) + T
-      + C` with a hard fault in r (its first job, R−1 reruns of r, the repair, its re-burn-in, the
-      collective); `2S + 3C + T` with the collective-only fault (the failing collective, one
-      isolation round, the repair, its re-burn-in, the collective).
+      fault); `S + d(r) + C` with a flaky member (its first attempt of r fails; r may be the
+      collective); `2S + (R−1)·d(r) + T + C` with a hard fault in r (its first job — the planner
+      runs every single-node requirement a device has not passed in one job —, R−1 reruns of r,
+      the repair, its re-burn-in, the collective); `2S + 3C + T` with the collective-only fault
+      (the failing collective, one isolation round, the repair, its re-burn-in, the collective).
     * **capacity** `W / max_under_test`, W the device-minutes those paths spend: every member of
       those racks `S + C`, plus a flaky member's `d(r)`, a hard fault's `(R−1)·d(r) + S`, and the
       collective-only rack's failed collective (`size × C`), a two-device isolation round (`2C`) and
@@ -351,7 +379,7 @@ def lower_bound(hall: Hall, max_under_test: int) -> Bound:
     racks: dict[UUID, list[UUID]] = {}
     for device_id, rack in hall.rack_of.items():
         racks.setdefault(rack, []).append(device_id)
-    faults = hall.faults
+    faults = faults or FaultSet.of(hall.faults)
     retries = REPAIR_AFTER_FAILURES - 1
     repair_wait = REPAIR_AFTER.total_seconds() / 60
     work = 0.0
@@ -360,21 +388,23 @@ def lower_bound(hall: Hall, max_under_test: int) -> Bound:
         if rack == faults.cable_rack:
             continue
         rc = hall.devices[members[0]]
-        single, (collective,) = sum(_minutes(rc, collective=False)), _minutes(rc, collective=True)
+        single = sum(_minutes(rc, collective=False, minutes=minutes))
+        (collective,) = _minutes(rc, collective=True, minutes=minutes)
         work += len(members) * (single + collective)
         path, reason = float(single + collective), "no fault"
         for device_id in members:
             if device_id in faults.hard:
-                minutes = REQUIREMENTS[faults.hard[device_id]][3]
-                work += retries * minutes + single
-                mine, said = 2 * single + retries * minutes + repair_wait + collective, f"hard {faults.hard[device_id]}"
-            elif device_id == faults.collective_only:
+                rerun = sum(minutes[r] for r in faults.hard[device_id])  # a rerun runs every failing target
+                work += retries * rerun + single
+                mine = 2 * single + retries * rerun + repair_wait + collective
+                said = f"hard {'+'.join(faults.hard[device_id])}"
+            elif device_id in faults.collective_only:
                 work += len(members) * collective + 2 * collective + single
                 mine, said = 2 * single + 3 * collective + repair_wait, "collective-only fault"
             elif device_id in faults.flaky:
-                minutes = REQUIREMENTS[faults.flaky[device_id]][3]
-                work += minutes
-                mine, said = single + minutes + collective, f"flaky {faults.flaky[device_id]}"
+                rerun = sum(minutes[r] for r in faults.flaky[device_id])
+                work += rerun * (len(members) if rerun and set(faults.flaky[device_id]) & COLLECTIVES else 1)
+                mine, said = single + rerun + collective, f"flaky {'+'.join(faults.flaky[device_id])}"
             else:
                 continue
             if mine > path:

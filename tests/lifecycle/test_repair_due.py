@@ -136,7 +136,9 @@ def test_a_page_that_sends_devices_to_repair_sends_the_same_statements_whatever_
         satellite = fleet.satellite(fleet.site(site_slug), "sat-a")
         devices = [fleet.device(satellite, RC, hostname=f"{site_slug}-n{i:02d}") for i in range(failing)]
         # a device of the scope passed gpu-diag: no suspect requirement, the share (100 %) alone guards
-        evaluate_now(fleet.execution(diag, device=fleet.device(satellite, RC, hostname=f"{site_slug}-ok"), metrics=PASS))
+        evaluate_now(
+            fleet.execution(diag, device=fleet.device(satellite, RC, hostname=f"{site_slug}-ok"), metrics=PASS)
+        )
         sweep(satellite)
         for device in devices:
             evaluate_now(fleet.execution(diag, device=device, metrics=FAIL))

@@ -317,9 +317,7 @@ def test_untested_devices_go_before_a_collective_and_a_collective_waiting_for_ro
     members = rack(4, passing_alone=True)
     busy = [device(f"b{i}", rack="b", not_run=1, under_test=True) for i in range(2)]
     waiting = [device(f"c{i}", rack="c", not_run=1) for i in range(2)]
-    renewing = device(
-        "r0", rack="r", state=DeviceState.ACCEPTED, certificate_valid_until=NOW + timedelta(days=1)
-    )
+    renewing = device("r0", rack="r", state=DeviceState.ACCEPTED, certificate_valid_until=NOW + timedelta(days=1))
     collectives = (collective(members, verdict=Verdict.NOT_RUN, attempts=0),)
     facts = site(*members, *busy, *waiting, renewing, collectives=collectives, settings=replace(ON, max_under_test=5))
     actions = decide(facts)

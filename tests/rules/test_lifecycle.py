@@ -141,20 +141,48 @@ def test_the_breaker_admits_up_to_its_limit_and_holds_the_rest():
 # window by requirement, the requirements some device passed → (admitted, held, trips, suspect).
 SUSPECT_CASES = {
     "a wrong threshold: a whole class fails one requirement; the third opens it": (
-        ["gpu-diag"] * 30, {}, set(), (3, 27, True, "gpu-diag")),
+        ["gpu-diag"] * 30,
+        {},
+        set(),
+        (3, 27, True, "gpu-diag"),
+    ),
     "the same, arriving one page at a time: two went before, the next opens it": (
-        ["gpu-diag"] * 5, {"gpu-diag": 2}, set(), (1, 4, True, "gpu-diag")),
+        ["gpu-diag"] * 5,
+        {"gpu-diag": 2},
+        set(),
+        (1, 4, True, "gpu-diag"),
+    ),
     "already at the minimum within the window (a breaker closed before): held at once": (
-        ["gpu-diag"], {"gpu-diag": 3}, set(), (0, 1, True, "gpu-diag")),
+        ["gpu-diag"],
+        {"gpu-diag": 3},
+        set(),
+        (0, 1, True, "gpu-diag"),
+    ),
     "another device passed it: broken hardware, up to the share": (
-        ["gpu-diag"] * 5, {"gpu-diag": 4}, {"gpu-diag"}, (5, 0, False, None)),
+        ["gpu-diag"] * 5,
+        {"gpu-diag": 4},
+        {"gpu-diag"},
+        (5, 0, False, None),
+    ),
     "below the minimum: nothing trips": (["gpu-diag"] * 2, {}, set(), (2, 0, False, None)),
     "different requirements count apart": (
-        ["gpu-diag", "gpu-stress", "gpu-diag", "gpu-stress"], {}, set(), (4, 0, False, None)),
+        ["gpu-diag", "gpu-stress", "gpu-diag", "gpu-stress"],
+        {},
+        set(),
+        (4, 0, False, None),
+    ),
     "moves that name no requirement (a fatal Xid) count only toward the share": (
-        [None] * 5, {}, set(), (5, 0, False, None)),
+        [None] * 5,
+        {},
+        set(),
+        (5, 0, False, None),
+    ),
     "the share trips first: its detail (how many would go) is the breaker's": (
-        ["gpu-diag"] * 30, {}, {"gpu-diag"}, (20, 10, True, None)),
+        ["gpu-diag"] * 30,
+        {},
+        {"gpu-diag"},
+        (20, 10, True, None),
+    ),
 }
 
 

@@ -242,15 +242,15 @@ def breaker_decide(
         if admitted >= room:
             break
         requirement = requirements[index] if index < len(requirements) else None
-        watched = requirement is not None and requirement not in passed
-        if watched and counts.get(requirement, 0) >= minimum:
-            suspect = requirement  # already at the minimum (a window that started before): hold it
+        watched = requirement if requirement is not None and requirement not in passed else None
+        if watched is not None and counts.get(watched, 0) >= minimum:
+            suspect = watched  # already at the minimum (a window that started before): hold it
             break
         admitted += 1
-        if watched:
-            counts[requirement] = counts.get(requirement, 0) + 1
-            if counts[requirement] >= minimum:
-                suspect = requirement
+        if watched is not None:
+            counts[watched] = counts.get(watched, 0) + 1
+            if counts[watched] >= minimum:
+                suspect = watched
                 break
     held = wanted - admitted
     if held > 0 and admitted >= room:

@@ -17,10 +17,10 @@ from uuid import UUID
 from django.db import connection
 
 from fleet.burnin.fragments import counted_failure_sql
+from fleet.burnin.models import PolicyProgress
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
-from fleet.burnin.models import PolicyProgress
 from fleet.lifecycle.models import Repair
 from fleet.lifecycle.services import AutomaticMove
 from fleet.policies.models import AcceptancePolicy

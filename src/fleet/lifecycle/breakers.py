@@ -217,7 +217,7 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
             share=share,
             minimum=rules.BREAKER_MINIMUM,
             requirements=names,
-            recent_by_requirement={n: facts[m.device_id].recent_same for n, m in zip(names, wanted) if n},
+            recent_by_requirement={n: facts[m.device_id].recent_same for n, m in zip(names, wanted, strict=True) if n},
             passed=frozenset(n for (site_id, rc, n) in passed if (site_id, rc) == scope),
         )
         admitted += wanted[: decision.admitted]
