@@ -83,8 +83,7 @@ def requirements_passed(keys: set[tuple[UUID, str, str]]) -> set[tuple[UUID, str
             site_id__in={k[0] for k in keys},
             resource_class__in={k[1] for k in keys},
             requirement__name__in={k[2] for k in keys},
-            device__isnull=False,
-            verdict=Verdict.PASSED,
+            verdict=Verdict.PASSED,  # a device's target, or a rack's (a collective culprit isolation named)
         )
         .values_list("site_id", "resource_class", "requirement__name")
         .distinct()
@@ -114,6 +113,8 @@ def repair_moves(counts: Iterable[FailureCount]) -> list[AutomaticMove]:
                 "requirement_id": str(c.requirement_id),
                 "execution": str(c.last_execution_id) if c.last_execution_id else None,
                 "failures": c.failures,
+                # the last repair the count saw: a repair after it makes the move stale (lifecycle.breakers)
+                "repaired_at": c.repaired_at.isoformat() if c.repaired_at else None,
             },
         )
         for c in worst.values()

@@ -75,6 +75,8 @@ class BreakerFacts(NamedTuple):
     #: The scope's moves within the window for the requirement this device's move names (0: none).
     recent_same: int
     breaker_open: bool
+    #: The device's last repair: a move counted on failures from before it is stale.
+    last_repair_at: datetime | None
 
 
 BREAKER_FACTS = Statement(
@@ -100,7 +102,8 @@ SELECT d.id AS device_id, d.hostname, d.site_id, s.slug AS site_slug, d.resource
           AND e.site_id = d.site_id AND e.resource_class = d.resource_class) AS recent_same,
        EXISTS (SELECT 1 FROM {breaker} b
                WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class AND b.closed_at IS NULL)
-           AS breaker_open
+           AS breaker_open,
+       (SELECT max(rp.created_at) FROM {repair} rp WHERE rp.device_id = d.id) AS last_repair_at
 FROM unnest(string_to_array(%(devices)s, ',')::uuid[], %(requirements)s::text[]) AS c(device_id, requirement)
 JOIN {device} d ON d.id = c.device_id
 JOIN {site} s ON s.id = d.site_id
@@ -157,6 +160,18 @@ def _passed(keys: set[tuple[UUID, str, str]]) -> set[tuple[UUID, str, str]]:
     return _PASSED[0](keys)
 
 
+def _counted_before_a_repair(move: AutomaticMove, fact: BreakerFacts) -> bool:
+    """A move for failing too often whose count saw no repair (or an older one) than the device's
+    last: a sweep counted the failures, then a repair committed before the move locked the device
+    (read committed), and the failures before a repair do not count after it."""
+    if move.cause != TransitionCause.FAILED_TOO_OFTEN or "repaired_at" not in move.refs:
+        return False
+    seen = move.refs["repaired_at"]
+    if fact.last_repair_at is None:
+        return False
+    return seen is None or fact.last_repair_at > datetime.fromisoformat(str(seen))
+
+
 def _scope_key(scope: Scope) -> str:
     return f"{scope.site_id}|{scope.resource_class}"
 
@@ -192,6 +207,8 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
         fact = facts.get(move.device_id)
         if fact is None or rules.refusal(fact.state, move.to, Mover.SYSTEM, move.cause) is not None:
             continue  # already moved, or in a state the table does not move from
+        if _counted_before_a_repair(move, fact):
+            continue  # a repair committed after its failures were counted: the next sweep counts again
         by_scope.setdefault(Scope(fact.site_id, fact.resource_class), []).append(move)
     admitted: list[AutomaticMove] = []
     held: list[AutomaticMove] = []
