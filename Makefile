@@ -59,7 +59,8 @@ lint: $(STAMP)
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
-# make bench [SCALE=small|2|…]: SCALE=small is a quick run (under three minutes; the history part adds about 20 s).
+# make bench [SCALE=small|2|…]: SCALE=small is a quick run (under three minutes; the history part adds about 20 s,
+# the bring-up about 4.5 min: its discrete-event hall and the same hall with real fleet serve + fleet-agent processes).
 bench: $(STAMP)
 	$(BIN)/python bench/run.py $(if $(SCALE),--scale $(SCALE))
 

@@ -38,11 +38,10 @@ breaker's limit, and whether the autopilot stopped dispatching that class once i
 from __future__ import annotations
 
 import heapq
-import math
 import random
 import tempfile
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -67,7 +66,7 @@ from fleet.policies.models import AcceptancePolicy, ParameterProfile, Requiremen
 from fleet.policies.selectors import load_resolutions
 from fleet.repairs.services import repair_record
 from fleet_rules.evaluations import ResultItem
-from fleet_rules.lifecycle import BREAKER_MINIMUM, BREAKER_SHARE, breaker_limit
+from fleet_rules.lifecycle import BREAKER_MINIMUM, BREAKER_SHARE, REPAIR_AFTER_FAILURES, breaker_limit
 from fleet_rules.vocabulary import DeviceState, JobReason, JobStatus, RepairRerun, WorkflowName
 
 H200, NVL72 = "gpu.h200.8x", "gpu.gb200.nvl72"
@@ -79,6 +78,7 @@ REQUIREMENTS: dict[str, tuple[str, str, str | None, int]] = {
     "tray-diag": (NVL72, "dcgm-diag", None, 30),
     "nvl72-nccl": (NVL72, "nccl-all-reduce-multinode", "nvlink-domain", 30),
 }
+COLLECTIVES = frozenset(n for n, (_c, _t, u, _m) in REQUIREMENTS.items() if u is not None)
 RACKS, RACK_SIZE, DOMAINS, TRAYS = 64, 8, 2, 18
 HARD_SHARE, FLAKY_SHARE = 0.03, 0.01
 REPAIR_AFTER = timedelta(hours=4)
@@ -115,14 +115,18 @@ class Hall:
     faults: Faults
     requirements: dict[str, Requirement]
     keys: dict[UUID, str]
+    labels: dict[UUID, str]  # topology id → label
 
 
 @dataclass
 class BringUp:
-    lower_bound_with_repairs_h: float
     devices: int
     max_under_test: int
     lower_bound_h: float
+    capacity_bound_h: float
+    critical_path_h: float
+    critical_rack: str
+    where: dict[str, Any]  # where the time went (`_where`)
     time_h: float | None
     test_hours: float
     minimum_hours: float
@@ -140,10 +144,6 @@ class BringUp:
         return self.time_h / self.lower_bound_h if self.time_h is not None else None
 
     @property
-    def time_vs_lower_bound_with_repairs(self) -> float | None:
-        return self.time_h / self.lower_bound_with_repairs_h if self.time_h is not None else None
-
-    @property
     def test_hours_vs_minimum(self) -> float:
         return self.test_hours / self.minimum_hours
 
@@ -158,7 +158,7 @@ class WrongPolicy:
     dispatched_after_open: int
 
 
-def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = False) -> Hall:
+def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = False, story_faults: bool = True) -> Hall:
     rng = random.Random(seed)
     site = Site.objects.create(slug=f"{prefix}-hall", name=f"{prefix} hall")
     satellite = Satellite.objects.create(
@@ -231,13 +231,14 @@ def _hall(prefix: str, *, racks: int, domains: int, seed: int, wrong: bool = Fal
     order = {t.id: i for i, (_u, t) in enumerate(memberships)}
     touched = {rack_of[d] for d in ids[: hard_n + flaky_n]}
     clean_racks = sorted({rack_of[d] for d in ids if devices[d] == H200} - touched, key=order.get)
-    if len(clean_racks) >= 2 and not wrong:
+    if len(clean_racks) >= 2 and not wrong and story_faults:
         faults.cable_rack = clean_racks[0]
         faults.collective_only = next(d for d in ids if rack_of[d] == clean_racks[1])
     keys = {r.id: load_resolutions([(r.id, site.id)])[(r.id, site.id)].key for r in requirements.values()}
     for rc in (H200, NVL72):
         reconcile_sweep(site_slug=site.slug, satellite_name="sat-1", resource_class=rc, gate=None, limit=5000)
-    return Hall(site, satellite, devices, rack_of, faults, requirements, keys)
+    labels = {t.id: label for label, t in tops.items()}
+    return Hall(site, satellite, devices, rack_of, faults, requirements, keys, labels)
 
 
 def _passes(hall: Hall, requirement: str, members: list[UUID], topology_id: UUID | None, wrong: bool) -> bool:
@@ -308,26 +309,109 @@ def _sweep(hall: Hall) -> None:
         reconcile_sweep(site_slug=hall.site.slug, satellite_name="sat-1", resource_class=rc, gate=None, limit=5000)
 
 
-def lower_bound(devices: int, max_under_test: int) -> timedelta:
-    """`ceil(N / max_under_test)` waves × the longest single-node path, plus the longest collective."""
-    singles = {
-        rc: sum(m for _n, (c, _t, u, m) in REQUIREMENTS.items() if c == rc and u is None) for rc in (H200, NVL72)
-    }
-    collective = max(m for _n, (_c, _t, u, m) in REQUIREMENTS.items() if u is not None)
-    return timedelta(minutes=math.ceil(devices / max_under_test) * max(singles.values()) + collective)
+#: Each requirement's simulated minutes (`REQUIREMENTS`); the processes' run passes the executor's.
+MINUTES = {name: float(m) for name, (_c, _t, _u, m) in REQUIREMENTS.items()}
 
 
-def lower_bound_with_repairs(devices: int, max_under_test: int) -> timedelta:
-    """The issue's bound ignores repairs, yet a good device whose rack holds a faulty one is accepted
-    only after that rack's collective, so after the repair: the faulty device's longest single-node
-    path, its failing requirement twice more (`repair_after_failures` 3) with the backoffs between
-    (`BACKOFF`, then doubled), the technician's `REPAIR_AFTER`, its whole re-burn-in and the
-    collective. The larger of that and `lower_bound` (a hall with a hard fault has such a rack)."""
-    singles = max(sum(m for _n, (c, _t, u, m) in REQUIREMENTS.items() if c == rc and u is None) for rc in (H200, NVL72))
-    longest_single = max(m for _n, (_c, _t, u, m) in REQUIREMENTS.items() if u is None)
-    collective = max(m for _n, (_c, _t, u, m) in REQUIREMENTS.items() if u is not None)
-    repair_path = timedelta(minutes=singles + 2 * longest_single + singles + collective) + BACKOFF * 3 + REPAIR_AFTER
-    return max(lower_bound(devices, max_under_test), repair_path)
+def _minutes(rc: str, *, collective: bool, minutes: Mapping[str, float] = MINUTES) -> list[float]:
+    """A class's single-node requirements' minutes in job order, or its collective's (one)."""
+    return [minutes[n] for n, (c, _t, u, _m) in REQUIREMENTS.items() if c == rc and (u is not None) == collective]
+
+
+@dataclass(frozen=True)
+class FaultSet:
+    """The faults the bound knows of: a device's failing requirements (hard: every attempt until
+    repaired; flaky: its first attempt only), the devices whose fault only a collective shows, and
+    a rack nobody can accept (a bad cable)."""
+
+    hard: Mapping[UUID, tuple[str, ...]]
+    flaky: Mapping[UUID, tuple[str, ...]]
+    collective_only: frozenset[UUID] = frozenset()
+    cable_rack: UUID | None = None
+
+    @classmethod
+    def of(cls, faults: Faults) -> FaultSet:
+        return cls(
+            {d: (r,) for d, r in faults.hard.items()},
+            {d: (r,) for d, r in faults.flaky.items()},
+            frozenset({faults.collective_only} if faults.collective_only else ()),
+            faults.cable_rack,
+        )
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The lower bound of a hall (`lower_bound`) and its two parts."""
+
+    capacity: timedelta  # W / max_under_test
+    critical: timedelta  # the longest rack path
+    critical_rack: str  # which rack (and why) sets `critical`
+
+    @property
+    def value(self) -> timedelta:
+        return max(self.capacity, self.critical)
+
+
+def lower_bound(
+    hall: Hall, max_under_test: int, *, faults: FaultSet | None = None, minutes: Mapping[str, float] = MINUTES
+) -> Bound:
+    """What no schedule within the blast radius can beat, given the hall's faults (an oracle that
+    knows which device is faulty and tests it first), in the product's rules: a rack's collective
+    runs on all its enrolled members once each passes alone; a device goes to repair at its
+    `repair_after_failures`-th failure (R = 3); a repaired device passes its single-node tests again.
+    It counts no backoff, no autopilot pass and no isolation beyond one round: those are the
+    scheduler's choices. With S the single-node minutes of a class (one job), C its collective's,
+    d(r) a requirement's, T the technician's wait (`REPAIR_AFTER`):
+
+    * **critical path** `P` = the longest over racks holding a device to accept of: `S + C` (no
+      fault); `S + d(r) + C` with a flaky member (its first attempt of r fails; r may be the
+      collective); `2S + (R−1)·d(r) + T + C` with a hard fault in r (its first job — the planner
+      runs every single-node requirement a device has not passed in one job —, R−1 reruns of r,
+      the repair, its re-burn-in, the collective); `2S + 3C + T` with the collective-only fault
+      (the failing collective, one isolation round, the repair, its re-burn-in, the collective).
+    * **capacity** `W / max_under_test`, W the device-minutes those paths spend: every member of
+      those racks `S + C`, plus a flaky member's `d(r)`, a hard fault's `(R−1)·d(r) + S`, and the
+      collective-only rack's failed collective (`size × C`), a two-device isolation round (`2C`) and
+      the re-burn-in `S`.
+
+    `LB = max(P, W / max_under_test)`. The bad cable's rack is not to be accepted (its devices count
+    as faulty), so it is in neither."""
+    racks: dict[UUID, list[UUID]] = {}
+    for device_id, rack in hall.rack_of.items():
+        racks.setdefault(rack, []).append(device_id)
+    faults = faults or FaultSet.of(hall.faults)
+    retries = REPAIR_AFTER_FAILURES - 1
+    repair_wait = REPAIR_AFTER.total_seconds() / 60
+    work = 0.0
+    critical, why = 0.0, ""
+    for rack, members in racks.items():
+        if rack == faults.cable_rack:
+            continue
+        rc = hall.devices[members[0]]
+        single = sum(_minutes(rc, collective=False, minutes=minutes))
+        (collective,) = _minutes(rc, collective=True, minutes=minutes)
+        work += len(members) * (single + collective)
+        path, reason = float(single + collective), "no fault"
+        for device_id in members:
+            if device_id in faults.hard:
+                rerun = sum(minutes[r] for r in faults.hard[device_id])  # a rerun runs every failing target
+                work += retries * rerun + single
+                mine = 2 * single + retries * rerun + repair_wait + collective
+                said = f"hard {'+'.join(faults.hard[device_id])}"
+            elif device_id in faults.collective_only:
+                work += len(members) * collective + 2 * collective + single
+                mine, said = 2 * single + 3 * collective + repair_wait, "collective-only fault"
+            elif device_id in faults.flaky:
+                rerun = sum(minutes[r] for r in faults.flaky[device_id])
+                work += rerun * (len(members) if rerun and set(faults.flaky[device_id]) & COLLECTIVES else 1)
+                mine, said = single + rerun + collective, f"flaky {'+'.join(faults.flaky[device_id])}"
+            else:
+                continue
+            if mine > path:
+                path, reason = mine, said
+        if path > critical:
+            critical, why = path, f"{hall.labels[rack]} ({reason})"
+    return Bound(timedelta(minutes=work / max_under_test), timedelta(minutes=critical), why)
 
 
 def _minimum_hours(hall: Hall) -> float:
@@ -355,16 +439,24 @@ def _simulate(
     entered_repair: dict[UUID, datetime] = {}
     stats: dict[str, Any] = {"device_minutes": 0.0, "max_under_test": 0, "passes": 0, "false_repairs": set()}
     good = {d for d in hall.devices if d not in hall.faults.with_a_fault()}
+    # When each device first started a job, entered repair, was repaired, was accepted.
+    timeline: dict[str, dict[UUID, datetime]] = {"first": {}, "repair": {}, "repaired": {}, "accepted": {}}
+    stats["timeline"] = timeline
+
+    def start_claimed(at: datetime) -> None:
+        for job in jobs_claim(satellite=hall.satellite, capacity=10_000):
+            members = list(JobDevice.objects.filter(job=job).values_list("device_id", flat=True))
+            pending_jobs[job.id] = (job, members, at)
+            minutes = sum(REQUIREMENTS[n][3] for n in job.requirement_names)
+            stats["device_minutes"] += minutes * len(members)
+            heapq.heappush(running, (at + timedelta(minutes=minutes), str(job.id), job.id))
+            for member in members:
+                timeline["first"].setdefault(member, at)
+
     while clock - start < limit:
         autopilot_pass(site=hall.site, actor=ACTOR, now=clock)
         stats["passes"] += 1
-        claimed = jobs_claim(satellite=hall.satellite, capacity=10_000)
-        for job in claimed:
-            members = list(JobDevice.objects.filter(job=job).values_list("device_id", flat=True))
-            pending_jobs[job.id] = (job, members, clock)
-            minutes = sum(REQUIREMENTS[n][3] for n in job.requirement_names)
-            stats["device_minutes"] += minutes * len(members)
-            heapq.heappush(running, (clock + timedelta(minutes=minutes), str(job.id), job.id))
+        start_claimed(clock)
         under = JobDevice.objects.filter(active=True, device__site=hall.site).count()
         stats["max_under_test"] = max(stats["max_under_test"], under)
         if until(clock):
@@ -383,11 +475,16 @@ def _simulate(
             ended = True
         if ended:
             _sweep(hall)
+            for device_id in Device.objects.filter(site=hall.site, state=DeviceState.ACCEPTED).values_list(
+                "id", flat=True
+            ):
+                timeline["accepted"].setdefault(device_id, clock)
         for device_id in Device.objects.filter(site=hall.site, state=DeviceState.NEEDS_REPAIR).values_list(
             "id", flat=True
         ):
             if device_id not in entered_repair:
                 entered_repair[device_id] = clock
+                timeline["repair"][device_id] = clock
                 if device_id in good:
                     stats["false_repairs"].add(device_id)
         for device_id, at in sorted(entered_repair.items(), key=lambda kv: kv[1]):
@@ -402,16 +499,46 @@ def _simulate(
                 device_id=device_id, summary="bench technician", parts=[], rerun=RepairRerun.ALL, actor="bench"
             )
             del entered_repair[device_id]
-            for job in jobs_claim(satellite=hall.satellite, capacity=10_000):
-                members = list(JobDevice.objects.filter(job=job).values_list("device_id", flat=True))
-                pending_jobs[job.id] = (job, members, clock)
-                minutes = sum(REQUIREMENTS[n][3] for n in job.requirement_names)
-                stats["device_minutes"] += minutes * len(members)
-                heapq.heappush(running, (clock + timedelta(minutes=minutes), str(job.id), job.id))
+            timeline["repaired"][device_id] = clock
+            start_claimed(clock)
         if stats["passes"] % 25 == 0:
             accepted = Device.objects.filter(site=hall.site, state=DeviceState.ACCEPTED).count()
             progress(f"bring-up: {(clock - start).total_seconds() / 3600:.1f} h simulated, {accepted} accepted")
     return start, clock, stats
+
+
+def _where(
+    hall: Hall, start: datetime, end: datetime, stats: dict[str, Any], target: set[UUID], max_under_test: int
+) -> dict[str, Any]:
+    """Where the time went: when the last device started its first job (every fault can be seen only
+    after that), the slots' use over the run, and the rack accepted last with its repaired device's
+    story (first job, into repair, repaired, accepted), in hours from the start."""
+    timeline = stats["timeline"]
+
+    def h(at: datetime | None) -> float | None:
+        return round((at - start).total_seconds() / 3600, 2) if at is not None else None
+
+    span_min = max(1.0, (end - start).total_seconds() / 60)
+    accepted = {d: at for d, at in timeline["accepted"].items() if d in target}
+    last = max(accepted, key=lambda d: accepted[d]) if accepted else None
+    where: dict[str, Any] = {
+        "last_first_job_h": h(max(timeline["first"].values(), default=None)),
+        "slot_use": round(stats["device_minutes"] / (max_under_test * span_min), 3),
+        "last_entered_repair_h": h(max(timeline["repair"].values(), default=None)),
+    }
+    if last is not None:
+        rack = hall.rack_of[last]
+        members = [d for d, r in hall.rack_of.items() if r == rack]
+        story = {}
+        for device_id in members:
+            if device_id in timeline["repair"]:
+                story = {
+                    "first_job_h": h(timeline["first"].get(device_id)),
+                    "entered_repair_h": h(timeline["repair"].get(device_id)),
+                    "repaired_h": h(timeline["repaired"].get(device_id)),
+                }
+        where["last_rack"] = {"label": hall.labels[rack], "accepted_h": h(accepted[last]), "repaired_member": story}
+    return where
 
 
 def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[BringUp, WrongPolicy]:
@@ -445,11 +572,15 @@ def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[B
     actions = dict(
         AutopilotAction.objects.filter(site=hall.site).values_list("kind").annotate(n=Count("id")).order_by()
     )
+    bound = lower_bound(hall, MAX_UNDER_TEST)
     result = BringUp(
-        lower_bound_with_repairs_h=lower_bound_with_repairs(len(hall.devices), MAX_UNDER_TEST).total_seconds() / 3600,
         devices=len(hall.devices),
         max_under_test=MAX_UNDER_TEST,
-        lower_bound_h=lower_bound(len(hall.devices), MAX_UNDER_TEST).total_seconds() / 3600,
+        lower_bound_h=bound.value.total_seconds() / 3600,
+        capacity_bound_h=bound.capacity.total_seconds() / 3600,
+        critical_path_h=bound.critical.total_seconds() / 3600,
+        critical_rack=bound.critical_rack,
+        where=_where(hall, start, end, stats, target, MAX_UNDER_TEST),
         time_h=(end - start).total_seconds() / 3600 if finished else None,
         test_hours=stats["device_minutes"] / 60,
         minimum_hours=_minimum_hours(hall),
@@ -500,17 +631,12 @@ def bringup_figures(run: BringUp, wrong: WrongPolicy) -> dict[str, Any]:
         "bringup_devices": run.devices,
         "bringup_max_under_test": run.max_under_test,
         "bringup_lower_bound_h": round(run.lower_bound_h, 2),
+        "bringup_capacity_bound_h": round(run.capacity_bound_h, 2),
+        "bringup_critical_path_h": round(run.critical_path_h, 2),
+        "bringup_critical_rack": run.critical_rack,
         "bringup_time_h": round(run.time_h, 2) if run.time_h is not None else None,
         "bringup_time_vs_lower_bound": round(run.time_vs_lower_bound, 3) if run.time_vs_lower_bound else None,
-        "bringup_lower_bound_with_repairs_h": round(run.lower_bound_with_repairs_h, 2),
-        # Capacity: one run of everything, spread over max_under_test slots (collectives included).
-        "bringup_capacity_bound_h": round(run.minimum_hours / run.max_under_test, 2),
-        "bringup_time_vs_capacity_bound": round(run.time_h / (run.minimum_hours / run.max_under_test), 3)
-        if run.time_h is not None
-        else None,
-        "bringup_time_vs_lower_bound_with_repairs": round(run.time_vs_lower_bound_with_repairs, 3)
-        if run.time_vs_lower_bound_with_repairs
-        else None,
+        "bringup_where": run.where,
         "bringup_test_hours_vs_minimum": round(run.test_hours_vs_minimum, 3),
         "bringup_escapes": run.escapes,
         "bringup_false_repairs": run.false_repairs,

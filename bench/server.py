@@ -37,10 +37,12 @@ def _free_port() -> int:
 
 
 class FleetServer:
-    """`fleet serve --workers N` on a free port, stopped (by its pid) on exit."""
+    """`fleet serve --workers N` on a free port (or `FLEET_BENCH_PORT`'s), stopped (by its pid) on
+    exit; `env` adds to its environment."""
 
-    def __init__(self, *, workers: int = 1) -> None:
-        self.port = _free_port()
+    def __init__(self, *, workers: int = 1, env: dict[str, str] | None = None, port: int = 0) -> None:
+        self.port = port or int(os.environ.get("FLEET_BENCH_PORT", "0") or 0) or _free_port()
+        self.extra_env = env or {}
         self.base = f"http://127.0.0.1:{self.port}"
         self.workers = workers
         self.process: subprocess.Popen[bytes] | None = None
@@ -56,6 +58,7 @@ class FleetServer:
             "FLEET_THROTTLE_ANON": "100000000/min",
             "FLEET_THROTTLE_TOKEN_ADDRESS": "100000/min",
             "FLEET_THROTTLE_TOKEN_CLIENT": "100000/min",
+            **self.extra_env,
         }
         command = [sys.executable, "-m", "fleet", "serve", "--port", str(self.port), "--workers", str(self.workers)]
         # Output to a file, never an unread pipe: a full pipe blocks every worker.

@@ -41,6 +41,10 @@ class World:
                 evaluate_now(self.fleet.execution(self.diag, device=device, metrics=FAIL))
             sweep(self.satellite)
 
+    def passes(self, device):
+        evaluate_now(self.fleet.execution(self.diag, device=device, metrics={"diag_failed_tests": {"value": 0}}))
+        sweep(self.satellite)
+
 
 def state(device) -> str:
     return Device.objects.get(id=device.id).state
@@ -169,6 +173,9 @@ def test_a_reset_breaker_stays_reset_lets_what_it_held_through_and_starts_its_wi
     now, the breaker stays closed (its gauge 0), and its window starts at the reset: the moves made
     before it, and those it let through, no longer count toward tripping it again."""
     world = World(fleet, devices=10, repair_after_failures=1)
+    # a device passed gpu-diag: the requirement is no suspect, the failures are the hardware's and
+    # the share alone guards (fleet_rules.lifecycle.breaker_decide)
+    world.passes(world.devices[9])
     world.fail(world.devices[:5])  # the floor of 3 lets three through, holds two and trips
     client = bearer(OPERATOR)
     listed = client.get(f"/api/v1/burn-in/sites/{world.site.id}/breakers/").json()["results"]

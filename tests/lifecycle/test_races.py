@@ -32,11 +32,19 @@ def test_sweeps_racing_repairs_leave_one_state_and_an_unbroken_history(fleet):
     diag = fleet.requirement(policy, "gpu-diag")
     fleet.profile(RC, "dcgm-diag", {"level": 3})
     devices = [fleet.device(satellite, RC, hostname=f"n{i:02d}") for i in range(6)]
+    # a device of the class at the site passed gpu-diag (another satellite's: its sweep is not in the
+    # race): the requirement is no suspect (fleet_rules.lifecycle.breaker_decide), the share (100 %)
+    # alone guards
+    other = fleet.satellite(satellite.site, "sat-b", workflows=list(WorkflowName.values))
+    passing = fleet.device(other, RC, hostname="ok")
+    evaluate_now(fleet.execution(diag, device=passing, metrics={"diag_failed_tests": {"value": 0}}))
+    sweep(other)
     for _ in range(3):
         for device in devices:
             evaluate_now(fleet.execution(diag, device=device, metrics=FAIL))
         sweep(satellite)
-    assert set(Device.objects.values_list("state", flat=True)) == {DeviceState.NEEDS_REPAIR}
+    states = Device.objects.filter(id__in=[d.id for d in devices]).values_list("state", flat=True)
+    assert set(states) == {DeviceState.NEEDS_REPAIR}
     for device in devices:  # a fourth failure, reported but not yet reconciled, races the repair
         evaluate_now(fleet.execution(diag, device=device, metrics=FAIL))
 

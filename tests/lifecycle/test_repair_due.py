@@ -135,6 +135,11 @@ def test_a_page_that_sends_devices_to_repair_sends_the_same_statements_whatever_
     def statements(site_slug: str, failing: int) -> int:
         satellite = fleet.satellite(fleet.site(site_slug), "sat-a")
         devices = [fleet.device(satellite, RC, hostname=f"{site_slug}-n{i:02d}") for i in range(failing)]
+        # a device of the scope passed gpu-diag: no suspect requirement, the share (100 %) alone guards
+        evaluate_now(
+            fleet.execution(diag, device=fleet.device(satellite, RC, hostname=f"{site_slug}-ok"), metrics=PASS)
+        )
+        sweep(satellite)
         for device in devices:
             evaluate_now(fleet.execution(diag, device=device, metrics=FAIL))
         with CaptureQueriesContext(connection) as captured:
@@ -147,6 +152,30 @@ def test_a_page_that_sends_devices_to_repair_sends_the_same_statements_whatever_
     policy.save()
     diag = fleet.requirement(policy, "gpu-diag")
     assert statements("lon-1", 2) == statements("par-1", 12)
+
+
+def test_a_requirement_no_device_passed_opens_the_breaker_at_its_minimum(fleet):
+    """A wrong threshold fails a whole class on one requirement: the breaker opens as the minimum
+    (3) of them go to repair while no device of the class has passed it, whatever its share would
+    allow (here 100 %): the rest are held and the breaker says why."""
+    site = Site(fleet, devices=12, repair_after_failures=1, breaker_share=1.0)
+    site.fail(site.devices[:2])
+    assert [state(d) for d in site.devices[:2]] == [DeviceState.NEEDS_REPAIR] * 2
+    assert not Breaker.objects.exists()
+    site.fail(site.devices[2:10])
+    assert sum(state(d) == DeviceState.NEEDS_REPAIR for d in site.devices) == 3
+    breaker = Breaker.objects.get()
+    assert breaker.closed_at is None and "for gpu-diag" in breaker.detail and "no device of the class" in breaker.detail
+    assert DeviceStateChange.objects.filter(held=True).count() == 7
+
+
+def test_a_requirement_another_device_passed_goes_to_the_share(fleet):
+    site = Site(fleet, devices=12, repair_after_failures=1, breaker_share=1.0)
+    site.report(site.devices[11], PASS)
+    sweep(site.satellite)
+    site.fail(site.devices[:10])
+    assert sum(state(d) == DeviceState.NEEDS_REPAIR for d in site.devices) == 10
+    assert not Breaker.objects.exists()
 
 
 def test_a_page_that_writes_failures_below_the_count_sends_what_a_passing_page_sends(fleet):

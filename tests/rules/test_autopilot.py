@@ -170,6 +170,14 @@ def test_a_collective_whose_isolation_named_nobody_is_held_for_a_person():
     assert kinds(site(*members, collectives=(collective(members, attempts=5, plan=plan),))) == []
 
 
+def test_a_collective_awaiting_its_evaluation_is_not_run_again():
+    """Its job ended (the members are free) and its result is on its way: in progress, not rerun
+    (found by the bring-up bench with real agents: every rack's collective ran twice)."""
+    members = rack(passing_alone=True)
+    awaiting = collective(members, verdict=Verdict.IN_PROGRESS, attempts=0, finished_at=None)
+    assert kinds(site(*members, collectives=(awaiting,))) == []
+
+
 def test_a_collective_waits_until_its_members_pass_alone():
     members = rack(not_run=1)
     actions = decide(site(*members, collectives=(collective(members, verdict=Verdict.NOT_RUN, attempts=0),)))
@@ -302,18 +310,30 @@ def test_admit_skips_a_unit_that_does_not_fit_and_takes_a_later_one_that_does():
     assert admit([big, Unit((one,))], under_test=[], radius=Radius(3)) == [Unit((one,))]
 
 
-def test_a_rack_waiting_for_room_is_not_starved_by_single_devices():
+def test_untested_devices_go_before_a_collective_and_a_collective_waiting_for_room_holds_renewals():
+    """A fault shows only once its device is tested: the first burn-in of untested devices takes
+    the slots before a collective (a fault found late adds a whole repair at the end); a collective
+    waiting for room holds the slots it needs against what comes after it (renewals)."""
     members = rack(4, passing_alone=True)
     busy = [device(f"b{i}", rack="b", not_run=1, under_test=True) for i in range(2)]
     waiting = [device(f"c{i}", rack="c", not_run=1) for i in range(2)]
-    facts = site(
-        *members,
-        *busy,
-        *waiting,
-        collectives=(collective(members, verdict=Verdict.NOT_RUN, attempts=0),),
-        settings=replace(ON, max_under_test=5),
-    )
-    assert kinds(facts) == []  # the rack needs 4 of the 3 free slots: nothing takes them meanwhile
+    renewing = device("r0", rack="r", state=DeviceState.ACCEPTED, certificate_valid_until=NOW + timedelta(days=1))
+    collectives = (collective(members, verdict=Verdict.NOT_RUN, attempts=0),)
+    facts = site(*members, *busy, *waiting, renewing, collectives=collectives, settings=replace(ON, max_under_test=5))
+    actions = decide(facts)
+    assert [(a.kind, a.topology_id) for a in actions] == [(K.DISPATCH, None), (K.DISPATCH, None)]
+    assert {a.device_ids[0] for a in actions} == {d.device_id for d in waiting}
+    # once nothing untested is left, the collective waits for its 4 slots (1 free) and holds the renewal
+    tested = [replace(d, not_run=0, passing_alone=True) for d in waiting]
+    facts = site(*members, *busy, *tested, renewing, collectives=collectives, settings=replace(ON, max_under_test=5))
+    assert kinds(facts) == []
+
+
+def test_a_rerun_goes_before_the_first_burn_in_of_others():
+    failing = device("z9", rack="z", **failed_once)
+    fresh = [device(f"a{i}", rack="a", not_run=1) for i in range(3)]
+    actions = decide(site(failing, *fresh, settings=replace(ON, max_under_test=1)))
+    assert [(a.kind, a.device_ids) for a in actions] == [(K.RERUN, (failing.device_id,))]
 
 
 def test_a_rack_larger_than_the_limit_blocks_nothing():

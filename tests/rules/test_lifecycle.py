@@ -131,10 +131,77 @@ def test_the_breaker_limit_is_a_share_of_the_enrolled_devices_and_at_least_the_m
 
 
 def test_the_breaker_admits_up_to_its_limit_and_holds_the_rest():
-    assert breaker_decide(wanted=2, recent=5, enrolled=40, is_open=False, share=0.2, minimum=3) == (2, 0, False)
-    assert breaker_decide(wanted=5, recent=5, enrolled=40, is_open=False, share=0.2, minimum=3) == (3, 2, True)
-    assert breaker_decide(wanted=1, recent=8, enrolled=40, is_open=False, share=0.2, minimum=3) == (0, 1, True)
+    assert breaker_decide(wanted=2, recent=5, enrolled=40, is_open=False, share=0.2, minimum=3)[:3] == (2, 0, False)
+    assert breaker_decide(wanted=5, recent=5, enrolled=40, is_open=False, share=0.2, minimum=3)[:3] == (3, 2, True)
+    assert breaker_decide(wanted=1, recent=8, enrolled=40, is_open=False, share=0.2, minimum=3)[:3] == (0, 1, True)
+
+
+# A suspect requirement: one no device of the scope has passed. Scope: 100 enrolled, share 20 %
+# (limit 20), minimum 3. Each case: the wanted moves' requirements, the scope's moves within the
+# window by requirement, the requirements some device passed → (admitted, held, trips, suspect).
+SUSPECT_CASES = {
+    "a wrong threshold: a whole class fails one requirement; the third opens it": (
+        ["gpu-diag"] * 30,
+        {},
+        set(),
+        (3, 27, True, "gpu-diag"),
+    ),
+    "the same, arriving one page at a time: two went before, the next opens it": (
+        ["gpu-diag"] * 5,
+        {"gpu-diag": 2},
+        set(),
+        (1, 4, True, "gpu-diag"),
+    ),
+    "already at the minimum within the window (a breaker closed before): held at once": (
+        ["gpu-diag"],
+        {"gpu-diag": 3},
+        set(),
+        (0, 1, True, "gpu-diag"),
+    ),
+    "another device passed it: broken hardware, up to the share": (
+        ["gpu-diag"] * 5,
+        {"gpu-diag": 4},
+        {"gpu-diag"},
+        (5, 0, False, None),
+    ),
+    "below the minimum: nothing trips": (["gpu-diag"] * 2, {}, set(), (2, 0, False, None)),
+    "different requirements count apart": (
+        ["gpu-diag", "gpu-stress", "gpu-diag", "gpu-stress"],
+        {},
+        set(),
+        (4, 0, False, None),
+    ),
+    "moves that name no requirement (a fatal Xid) count only toward the share": (
+        [None] * 5,
+        {},
+        set(),
+        (5, 0, False, None),
+    ),
+    "the share trips first: its detail (how many would go) is the breaker's": (
+        ["gpu-diag"] * 30,
+        {},
+        {"gpu-diag"},
+        (20, 10, True, None),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", SUSPECT_CASES, ids=list(SUSPECT_CASES))
+def test_a_suspect_requirement_opens_the_breaker_at_the_minimum(case):
+    requirements, recent_by_requirement, passed, expected = SUSPECT_CASES[case]
+    decision = breaker_decide(
+        wanted=len(requirements),
+        recent=sum(recent_by_requirement.values()),
+        enrolled=100,
+        is_open=False,
+        share=0.2,
+        minimum=3,
+        requirements=requirements,
+        recent_by_requirement=recent_by_requirement,
+        passed=frozenset(passed),
+    )
+    assert tuple(decision) == expected
 
 
 def test_an_open_breaker_holds_every_move():
-    assert breaker_decide(wanted=1, recent=0, enrolled=40, is_open=True, share=0.2, minimum=3) == (0, 1, False)
+    assert breaker_decide(wanted=1, recent=0, enrolled=40, is_open=True, share=0.2, minimum=3)[:3] == (0, 1, False)

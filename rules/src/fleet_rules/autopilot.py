@@ -22,6 +22,16 @@ One pass, in this order:
 Never: a device that is ineligible (`fleet_rules.eligibility`, the API's rule), under test
 already (anybody's job, an operator's too), of a resource class whose breaker is open; and never
 more than the blast radius (`fleet_rules.blast_radius`) admits. Pure.
+
+**Who gets the slots first** (`admit` takes the units in this order): isolation (it names a
+culprit, whose repair is the longest path there is), then reruns (a device failing its way to
+repair: the sooner its third failure, the sooner the technician), then the first burn-in of the
+devices not yet tested, rack by rack (the first nodes of a rack together), then the collectives
+of racks whose members pass alone, then renewals. A device's fault shows only once it has been
+tested, and a fault found late adds its whole repair (three failures, the technician's wait, a
+re-burn-in, the collective) after everything else: so untested devices go before collectives,
+which any free slots run and which hold the slots they wait for against what comes after them.
+Measured in bench/README.md (the bring-up part).
 """
 
 from __future__ import annotations
@@ -225,6 +235,12 @@ def decide(facts: SiteFacts) -> list[Action]:
             continue
         if collective.verdict == Verdict.PASSED or not members or not all(m.passing_alone for m in members):
             continue  # a collective runs once its members pass alone: their own reruns come first
+        if collective.verdict not in FAILING and collective.verdict not in NOT_YET_RUN:
+            # In progress: it runs, or it ran and awaits its evaluation (its job ended, so its
+            # members are free). Running it again would spend a whole rack's slots on a result on
+            # its way (real agents evaluate and sweep a few seconds after a job ends).
+            held_back |= cohort
+            continue
         if collective.verdict in FAILING and collective.finished_at is not None:
             due = collective.finished_at + backoff_for(settings, collective.verdict, collective.attempts)
             if due > facts.now:
@@ -254,6 +270,8 @@ def decide(facts: SiteFacts) -> list[Action]:
         )
 
     singles: list[tuple[Unit, Action]] = []
+    reruns: list[tuple[Unit, Action]] = []
+    renewals: list[tuple[Unit, Action]] = []
     for device in sorted(facts.devices, key=lambda d: (d.rack is None, d.rack or "", d.hostname)):
         if device.device_id not in usable or device.device_id in held_back:
             continue
@@ -276,7 +294,7 @@ def decide(facts: SiteFacts) -> list[Action]:
             continue  # at the repair limit: the lifecycle sends it to repair, not another run
         if device.last_finished_at + backoff_for(settings, device.failing, device.attempts) > facts.now:
             continue
-        singles.append(
+        reruns.append(
             (
                 Unit((device.placed,)),
                 Action(
@@ -298,7 +316,7 @@ def decide(facts: SiteFacts) -> list[Action]:
             and expires is not None
             and expires - facts.now <= settings.renew_before
         ):
-            singles.append(
+            renewals.append(
                 (
                     Unit((device.placed,)),
                     Action(
@@ -309,7 +327,9 @@ def decide(facts: SiteFacts) -> list[Action]:
                     ),
                 )
             )
-    candidates = wanted + singles
+    isolating = [c for c in wanted if c[1].kind in (AutopilotActionKind.ISOLATE, AutopilotActionKind.ADVANCE)]
+    collectives = [c for c in wanted if c[1].kind not in (AutopilotActionKind.ISOLATE, AutopilotActionKind.ADVANCE)]
+    candidates = isolating + reruns + singles + collectives + renewals
     admitted = {id(u) for u in admit([u for u, _ in candidates], under_test=under_test, radius=radius_of(facts))}
     return [action for unit, action in candidates if id(unit) in admitted or _judges_only(action, unit)]
 

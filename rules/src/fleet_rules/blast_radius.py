@@ -6,8 +6,8 @@ class's own limit of that class (its policy's `autopilot.max_under_test`, the si
 and at most `rack_allowance(rack_share, rack size)` devices of one rack for single-device work. A
 collective holds its whole rack (it cannot run on less), so a unit that is a whole rack counts
 against the site and class limits only. Units are admitted greedily in the order given (the
-autopilot orders them rack by rack, so the first nodes of a rack go together and its collective
-can start as early as possible); a unit that does not fit is skipped and a later smaller one may
+autopilot's priorities: `fleet_rules.autopilot`; single devices rack by rack, so the first nodes
+of a rack go together); a unit that does not fit is skipped and a later smaller one may
 still fit. Devices already under test (anybody's jobs) count first. Pure.
 """
 
@@ -111,8 +111,8 @@ def admit(units: Sequence[Unit], *, under_test: Iterable[Placed], radius: Radius
     """The units, in their order, that fit within the radius given what is under test already.
 
     A whole rack that does not fit *for want of room* (it could fit once jobs end) stops the
-    admission there: single devices after it would take the slots it waits for, pass after pass,
-    and a rack's collective would never start. A rack larger than the limit itself can never run
+    admission there: units after it would take the slots it waits for, pass after pass, and it
+    would never start. A rack larger than the limit itself can never run
     and blocks nothing (`never_fits`)."""
     load = Load.of(under_test)
     admitted: list[Unit] = []

@@ -11,7 +11,8 @@ table is held to this one by a test. Pure: no Django.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import NamedTuple
@@ -200,21 +201,58 @@ def breaker_limit(enrolled: int, *, share: float = BREAKER_SHARE, minimum: int =
 
 class BreakerDecision(NamedTuple):
     """Of the `wanted` moves of one scope (in the order given), the first `admitted` go ahead and
-    the rest are held; `trips` when this decision opens the breaker."""
+    the rest are held; `trips` when this decision opens the breaker. `suspect`: the requirement
+    that opened it as a suspect (`breaker_decide`), None when the share did or nothing tripped."""
 
     admitted: int
     held: int
     trips: bool
+    suspect: str | None = None
 
 
 def breaker_decide(
-    *, wanted: int, recent: int, enrolled: int, is_open: bool, share: float, minimum: int
+    *,
+    wanted: int,
+    recent: int,
+    enrolled: int,
+    is_open: bool,
+    share: float,
+    minimum: int,
+    requirements: Sequence[str | None] = (),
+    recent_by_requirement: Mapping[str, int] | None = None,
+    passed: AbstractSet[str] = frozenset(),
 ) -> BreakerDecision:
     """Admit automatic moves to repair while `recent` (those already made within the window) plus
-    the admitted stay within the limit; hold every one while the breaker is open."""
+    the admitted stay within the limit (`breaker_limit`); hold every one while the breaker is open.
+
+    A **suspect requirement** opens it sooner: a requirement that no device of the scope has passed
+    (not in `passed`) and that `minimum` devices of the scope failed too often within the window
+    (`recent_by_requirement` before this decision, plus the admitted) is more likely a wrong
+    threshold or a broken test than `minimum` broken devices, so the move that brings it to
+    `minimum` is the last admitted and the breaker opens with it. `requirements`: the requirement of
+    each wanted move, in the same order (None, or a move past the end, for a move that names none:
+    a fatal Xid)."""
     if is_open:
         return BreakerDecision(0, wanted, False)
     room = max(0, breaker_limit(enrolled, share=share, minimum=minimum) - recent)
-    admitted = min(wanted, room)
+    counts = dict(recent_by_requirement or {})
+    admitted = 0
+    suspect: str | None = None
+    for index in range(wanted):
+        if admitted >= room:
+            break
+        requirement = requirements[index] if index < len(requirements) else None
+        watched = requirement if requirement is not None and requirement not in passed else None
+        if watched is not None and counts.get(watched, 0) >= minimum:
+            suspect = watched  # already at the minimum (a window that started before): hold it
+            break
+        admitted += 1
+        if watched is not None:
+            counts[watched] = counts.get(watched, 0) + 1
+            if counts[watched] >= minimum:
+                suspect = watched
+                break
     held = wanted - admitted
-    return BreakerDecision(admitted, held, held > 0)
+    if held > 0 and admitted >= room:
+        suspect = None  # the share tripped (it says more: how many would have gone)
+    return BreakerDecision(admitted, held, held > 0 or suspect is not None, suspect)

@@ -17,6 +17,7 @@ from uuid import UUID
 from django.db import connection
 
 from fleet.burnin.fragments import counted_failure_sql
+from fleet.burnin.models import PolicyProgress
 from fleet.burnin.tables import sql
 from fleet.core.statements import Statement
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
@@ -24,7 +25,7 @@ from fleet.lifecycle.models import Repair
 from fleet.lifecycle.services import AutomaticMove
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules import lifecycle as rules
-from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, TransitionCause
+from fleet_rules.vocabulary import BURN_IN_STATES, DeviceState, TransitionCause, Verdict
 
 
 class FailureCount(NamedTuple):
@@ -71,6 +72,26 @@ ORDER BY c.device_id, c.requirement_id
 )
 
 
+def requirements_passed(keys: set[tuple[UUID, str, str]]) -> set[tuple[UUID, str, str]]:
+    """Which of (site, resource class, requirement name) some device of that site and class has
+    passed (its projection row's verdict): one query. The breaker's suspect-requirement rule reads
+    it (registered in `BurninConfig.ready`: the lifecycle sits below burn-in)."""
+    if not keys:
+        return set()
+    rows = (
+        PolicyProgress.objects.filter(
+            site_id__in={k[0] for k in keys},
+            resource_class__in={k[1] for k in keys},
+            requirement__name__in={k[2] for k in keys},
+            verdict=Verdict.PASSED,  # a device's target, or a rack's (a collective culprit isolation named)
+        )
+        .values_list("site_id", "resource_class", "requirement__name")
+        .distinct()
+        .order_by()
+    )
+    return set(rows) & keys
+
+
 def repair_moves(counts: Iterable[FailureCount]) -> list[AutomaticMove]:
     """The devices one of whose targets failed too often (one move per device, its worst target)."""
     worst: dict[UUID, FailureCount] = {}
@@ -92,6 +113,8 @@ def repair_moves(counts: Iterable[FailureCount]) -> list[AutomaticMove]:
                 "requirement_id": str(c.requirement_id),
                 "execution": str(c.last_execution_id) if c.last_execution_id else None,
                 "failures": c.failures,
+                # the last repair the count saw: a repair after it makes the move stale (lifecycle.breakers)
+                "repaired_at": c.repaired_at.isoformat() if c.repaired_at else None,
             },
         )
         for c in worst.values()

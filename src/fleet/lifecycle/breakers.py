@@ -1,13 +1,14 @@
 """Automatic moves to repair behind the circuit breaker of each site × resource class: failing
 too often, culprit isolation and a fatal Xid send devices to `needs_repair` through the lifecycle's
 writer (`fleet.lifecycle.services.transitions_apply`) unless too many of one scope would go at once
-(`fleet_rules.lifecycle.breaker_decide`); then the breaker opens and holds every further one
+(`fleet_rules.lifecycle.breaker_decide`: a share of the scope, or the minimum for a requirement no
+device of the scope has passed — a wrong threshold); then the breaker opens and holds every further one
 (recorded as `held_by_breaker`) until an operator closes it (`breaker_close`): then what it held goes
 through, and its window starts over from the close."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import NamedTuple
@@ -68,7 +69,11 @@ class BreakerFacts(NamedTuple):
     breaker_window: timedelta | None
     enrolled: int
     recent: int
+    #: The scope's moves within the window for the requirement this device's move names (0: none).
+    recent_same: int
     breaker_open: bool
+    #: The device's last repair: a move counted on failures from before it is stale.
+    last_repair_at: datetime | None
 
 
 BREAKER_FACTS = Statement(
@@ -85,13 +90,21 @@ SELECT d.id AS device_id, d.hostname, d.site_id, s.slug AS site_slug, d.resource
               SELECT max(b.closed_at) FROM {breaker} b
               WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class))
           AND e.site_id = d.site_id AND e.resource_class = d.resource_class) AS recent,
+       (SELECT count(*) FROM {change} h JOIN {device} e ON e.id = h.device_id
+        WHERE h.to_state = %(needs_repair)s AND NOT h.held AND h.cause = ANY(%(guarded)s)
+          AND h.refs ->> 'requirement' = c.requirement
+          AND h.at > GREATEST(%(now)s - COALESCE(pol.breaker_window, %(window)s), (
+              SELECT max(b.closed_at) FROM {breaker} b
+              WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class))
+          AND e.site_id = d.site_id AND e.resource_class = d.resource_class) AS recent_same,
        EXISTS (SELECT 1 FROM {breaker} b
                WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class AND b.closed_at IS NULL)
-           AS breaker_open
-FROM {device} d
+           AS breaker_open,
+       (SELECT max(rp.created_at) FROM {repair} rp WHERE rp.device_id = d.id) AS last_repair_at
+FROM unnest(string_to_array(%(devices)s, ',')::uuid[], %(requirements)s::text[]) AS c(device_id, requirement)
+JOIN {device} d ON d.id = c.device_id
 JOIN {site} s ON s.id = d.site_id
 LEFT JOIN {policy} pol ON pol.resource_class = d.resource_class
-WHERE d.id = ANY(string_to_array(%(devices)s, ',')::uuid[])
 ORDER BY d.id
 """,
         enrolled=enrolled_sql("e"),
@@ -100,6 +113,7 @@ ORDER BY d.id
     BreakerFacts,
     example=lambda: {
         "devices": "",
+        "requirements": [],
         "needs_repair": DeviceState.NEEDS_REPAIR.value,
         "guarded": sorted(c.value for c in rules.GUARDED_CAUSES),
         "now": timezone.now(),
@@ -115,6 +129,44 @@ class Guarded:
     moved: list[Moved]
     held: list[AutomaticMove]
     opened: list[Breaker]
+
+
+def _requirement_of(move: AutomaticMove) -> str | None:
+    """The requirement a move to repair names (failing too often, isolation); None for a fatal Xid."""
+    name = move.refs.get("requirement")
+    return str(name) if name else None
+
+
+#: Which of (site, resource class, requirement name) some device of the site and class has passed:
+#: burn-in's to know (its projection), so it registers the reader in its `AppConfig.ready`, as it
+#: registers the acceptance gate; the lifecycle sits below it and imports none of it.
+PassedReader = Callable[[set[tuple[UUID, str, str]]], set[tuple[UUID, str, str]]]
+_PASSED: list[PassedReader] = []
+
+
+def requirement_passes_set(reader: PassedReader) -> None:
+    _PASSED[:] = [reader]
+
+
+def _passed(keys: set[tuple[UUID, str, str]]) -> set[tuple[UUID, str, str]]:
+    """One query (none for no keys). Without a registered reader every requirement counts as
+    passed: the suspect-requirement rule is off and the share alone guards (fail safe for repairs
+    that are really due)."""
+    if not keys or not _PASSED:
+        return set(keys)
+    return _PASSED[0](keys)
+
+
+def _counted_before_a_repair(move: AutomaticMove, fact: BreakerFacts) -> bool:
+    """A move for failing too often whose count saw no repair (or an older one) than the device's
+    last: a sweep counted the failures, then a repair committed before the move locked the device
+    (read committed), and the failures before a repair do not count after it."""
+    if move.cause != TransitionCause.FAILED_TOO_OFTEN or "repaired_at" not in move.refs:
+        return False
+    seen = move.refs["repaired_at"]
+    if fact.last_repair_at is None:
+        return False
+    return seen is None or fact.last_repair_at > datetime.fromisoformat(str(seen))
 
 
 def _scope_key(scope: Scope) -> str:
@@ -139,6 +191,7 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
                 cursor,
                 {
                     "devices": ids,
+                    "requirements": [_requirement_of(m) or "" for m in moves],
                     "needs_repair": DeviceState.NEEDS_REPAIR.value,
                     "guarded": sorted(c.value for c in rules.GUARDED_CAUSES),
                     "now": now,
@@ -151,13 +204,25 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
         fact = facts.get(move.device_id)
         if fact is None or rules.refusal(fact.state, move.to, Mover.SYSTEM, move.cause) is not None:
             continue  # already moved, or in a state the table does not move from
+        if _counted_before_a_repair(move, fact):
+            continue  # a repair committed after its failures were counted: the next sweep counts again
         by_scope.setdefault(Scope(fact.site_id, fact.resource_class), []).append(move)
     admitted: list[AutomaticMove] = []
     held: list[AutomaticMove] = []
     opened: list[Breaker] = []
+    passed = _passed(
+        {
+            (scope.site_id, scope.resource_class, name)
+            for scope, wanted in by_scope.items()
+            if not facts[wanted[0].device_id].breaker_open
+            for name in map(_requirement_of, wanted)
+            if name
+        }
+    )
     for scope, wanted in sorted(by_scope.items()):
         first = facts[wanted[0].device_id]
         share = first.breaker_share if first.breaker_share is not None else rules.BREAKER_SHARE
+        names = [_requirement_of(m) for m in wanted]
         decision = rules.breaker_decide(
             wanted=len(wanted),
             recent=first.recent,
@@ -165,22 +230,28 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
             is_open=first.breaker_open,
             share=share,
             minimum=rules.BREAKER_MINIMUM,
+            requirements=names,
+            recent_by_requirement={n: facts[m.device_id].recent_same for n, m in zip(names, wanted, strict=True) if n},
+            passed=frozenset(n for (site_id, rc, n) in passed if (site_id, rc) == scope),
         )
         admitted += wanted[: decision.admitted]
         held += wanted[decision.admitted :]
         if decision.trips:
             window = first.breaker_window or rules.BREAKER_WINDOW
-            opened.append(
-                Breaker(
-                    site_id=scope.site_id,
-                    resource_class=scope.resource_class,
-                    opened_at=now,
-                    detail=(
-                        f"{first.recent + len(wanted)} of {first.enrolled} {scope.resource_class} devices at "
-                        f"{first.site_slug} would go to repair within {_duration(window)} — suspect the test or the "
-                        "policy before the hardware."
-                    ),
+            if decision.suspect is not None:
+                detail = (
+                    f"{rules.BREAKER_MINIMUM} {scope.resource_class} devices at {first.site_slug} went to repair "
+                    f"for {decision.suspect} within {_duration(window)} and no device of the class has passed it "
+                    "— suspect the requirement's threshold or its test before the hardware."
                 )
+            else:
+                detail = (
+                    f"{first.recent + len(wanted)} of {first.enrolled} {scope.resource_class} devices at "
+                    f"{first.site_slug} would go to repair within {_duration(window)} — suspect the test or the "
+                    "policy before the hardware."
+                )
+            opened.append(
+                Breaker(site_id=scope.site_id, resource_class=scope.resource_class, opened_at=now, detail=detail)
             )
     moved = transitions_apply([m.requested() for m in admitted], now=now).moved
     if held:

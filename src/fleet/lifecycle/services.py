@@ -31,7 +31,7 @@ from fleet.core.statements import Statement, select_list
 from fleet.events.outbox import device_events_sql, device_state_type_sql
 from fleet.inventory.models import Device, Site
 from fleet.lifecycle import metrics
-from fleet.lifecycle.models import Breaker, DeviceStateChange
+from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules import lifecycle as rules
 from fleet_rules.vocabulary import DeviceState, Mover, TransitionCause
@@ -43,6 +43,7 @@ TABLES = {
     "breaker": Breaker._meta.db_table,
     "change": DeviceStateChange._meta.db_table,
     "policy": AcceptancePolicy._meta.db_table,
+    "repair": Repair._meta.db_table,
 }
 
 
