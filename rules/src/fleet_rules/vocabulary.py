@@ -336,6 +336,30 @@ class GpuVendor(Vocabulary):
     AMD = "amd"  # ROCm Validation Suite, rccl-tests, TransferBench, amd-smi, amdgpu RAS events
 
 
+# --- remediation before repair (issue 38) --------------------------------------------------------
+
+
+class XidResolution(Vocabulary):
+    """What a kernel-logged GPU event asks for at once, weakest first: NVIDIA's catalogue's immediate
+    resolution in fleet-burnin's steps (`fleet_rules.xid_catalogue`). `repair` means a person must act
+    (the catalogue's "contact support", "check mechanicals"); the steps between are the ladder."""
+
+    NONE = "none"  # informational; nothing to do
+    RESTART_APP = "restart_app"  # the application (here: the burn-in requirement) is run again
+    RESET_GPU = "reset_gpu"  # `nvidia-smi -r -i N`, then the burn-in again
+    REBOOT = "reboot"  # the node restarts, then the burn-in again
+    REPAIR = "repair"  # needs_repair through the lifecycle service
+
+
+class XidSeverity(Vocabulary):
+    """How bad an event is for the hardware, as its catalogue says it."""
+
+    INFORMATIONAL = "informational"  # nothing is wrong with the GPU
+    APPLICATION = "application_error"  # the application (or its input) is at fault
+    RECOVERABLE = "recoverable"  # the hardware erred; a reset or a reboot may clear it
+    FATAL = "fatal"  # a person must act (Xid), or fatal to the whole fabric (SXid, until the host restarts)
+
+
 # --- hardware fingerprints -----------------------------------------------------------------------
 
 
