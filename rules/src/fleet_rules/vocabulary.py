@@ -163,6 +163,7 @@ class JobReason(Vocabulary):
     RERUN = "rerun"
     MANUAL = "manual"
     DIAGNOSIS = "diagnosis"  # a round of culprit isolation (its executions judge no target)
+    REMEDIATION = "remediation"  # a step of the remediation ladder (a GPU reset, a reboot), then the burn-in again
 
 
 class PersonAction(Vocabulary):
@@ -358,6 +359,15 @@ class XidSeverity(Vocabulary):
     APPLICATION = "application_error"  # the application (or its input) is at fault
     RECOVERABLE = "recoverable"  # the hardware erred; a reset or a reboot may clear it
     FATAL = "fatal"  # a person must act (Xid), or fatal to the whole fabric (SXid, until the host restarts)
+
+
+class RemedyOutcome(Vocabulary):
+    """How a step of the remediation ladder ended (`fleet_rules.remediation_ladder`)."""
+
+    UNDER_WAY = "under_way"  # asked; its job has not run it yet, or the burn-in after it has not reported
+    CURED = "cured"  # the burn-in after it logged none of what asked for it
+    PERSISTED = "persisted"  # the burn-in after it logged it again: the next step
+    FAILED = "failed"  # the step itself failed (its command, or its job ended without a burn-in)
 
 
 # --- hardware fingerprints -----------------------------------------------------------------------
