@@ -41,7 +41,7 @@ def test_a_single_95_asks_for_a_gpu_reset_not_a_repair() -> None:
 
 
 def test_a_95_repeated_on_the_same_gpu_within_24_h_escalates_one_step_to_a_reboot() -> None:
-    judged = xid_judge(window=[xid(95, T0 + timedelta(hours=3))], history=[xid(95)])
+    judged = xid_judge(window=[xid(95, T0 + timedelta(hours=3))], history=[[xid(95)]])
 
     assert judged.step is R.REBOOT
     assert judged.reason == f"Xid 95 (Uncontained memory error) on GPU {GPU}: GPU reset asked; 2nd in 24 h: reboot"
@@ -56,15 +56,17 @@ def test_repeated_95s_in_one_window_escalate_but_the_lines_of_one_fault_count_on
 
 
 def test_a_95_on_another_gpu_or_older_than_the_window_is_not_a_repeat() -> None:
-    other_gpu = xid_judge(window=[xid(95, T0 + timedelta(hours=1))], history=[xid(95, gpu="0000:5e:00")])
-    long_ago = xid_judge(window=[xid(95, T0 + timedelta(hours=30))], history=[xid(95)])
+    other_gpu = xid_judge(window=[xid(95, T0 + timedelta(hours=1))], history=[[xid(95, gpu="0000:5e:00")]])
+    long_ago = xid_judge(window=[xid(95, T0 + timedelta(hours=30))], history=[[xid(95)]])
 
     assert other_gpu.step is R.RESET_GPU and long_ago.step is R.RESET_GPU
 
 
 def test_a_third_95_after_a_reset_and_a_reboot_still_escalates_only_one_step() -> None:
     # the ladder (fleet_rules.remediation_ladder) is what turns "already reset and rebooted" into a repair
-    judged = xid_judge(window=[xid(95, T0 + timedelta(hours=2))], history=[xid(95), xid(95, T0 + timedelta(hours=1))])
+    judged = xid_judge(
+        window=[xid(95, T0 + timedelta(hours=2))], history=[[xid(95)], [xid(95, T0 + timedelta(hours=1))]]
+    )
 
     assert judged.step is R.REBOOT and "3rd in 24 h" in judged.reason
 
@@ -131,7 +133,7 @@ def test_an_informational_code_stays_informational_however_often_it_repeats() ->
 def test_the_thresholds_are_configurable() -> None:
     strict = Thresholds(repeat_count=3)
 
-    assert xid_judge(window=[xid(95, T0 + timedelta(hours=1))], history=[xid(95)], thresholds=strict).step is (
+    assert xid_judge(window=[xid(95, T0 + timedelta(hours=1))], history=[[xid(95)]], thresholds=strict).step is (
         R.RESET_GPU
     )
 

@@ -13,12 +13,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from fleet_rules.vocabulary import RemedyOutcome, XidResolution
 
-__all__ = ["DEFAULT_POLICY", "LADDER_STEPS", "LadderDecision", "LadderPolicy", "TakenStep", "ladder_next"]
+__all__ = [
+    "DEFAULT_POLICY",
+    "LADDER_STEPS",
+    "STEP_NAMES",
+    "LadderDecision",
+    "LadderPolicy",
+    "TakenStep",
+    "ladder_next",
+    "ladder_sentence",
+]
 
 R = XidResolution
 #: The steps the ladder can take on a node, weakest first.
@@ -37,6 +46,10 @@ class LadderPolicy:
 DEFAULT_POLICY = LadderPolicy()
 
 
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
 @dataclass(frozen=True, slots=True)
 class TakenStep:
     """A step the device took (or was asked to take): when it was asked, and how it ended."""
@@ -46,9 +59,7 @@ class TakenStep:
     outcome: RemedyOutcome
 
     def sentence(self) -> str:
-        return f"{STEP_NAMES.get(self.step, self.step.value)} at {self.at.isoformat().replace('+00:00', 'Z')}: " + (
-            self.outcome.value
-        )
+        return f"{STEP_NAMES.get(self.step, self.step.value)} at {_iso(self.at)}: {self.outcome.value}"
 
     def as_json(self) -> dict[str, Any]:
         return {

@@ -181,14 +181,15 @@ def _label(event: XidEvent) -> str:
 def xid_judge(
     *,
     window: Sequence[XidEvent],
-    history: Sequence[XidEvent] = (),
+    history: Sequence[Sequence[XidEvent]] = (),
     now: datetime | None = None,
     job: JobBurst | None = None,
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> XidJudgement:
-    """Judge one device's window: `window` is its events from this burn-in window, `history` its events from
-    earlier windows (any age: those older than `repeat_window` before `now` are not counted), `job` what the other
-    devices of its multi-node job logged (None for a single-node job)."""
+    """Judge one device's window: `window` is its events from this burn-in window, `history` the events of each of
+    its earlier windows (any age: those older than `repeat_window` before `now` are not counted; lines of one fault
+    are one occurrence within a window, each window's its own), `job` what the other devices of its multi-node job
+    logged (None for a single-node job)."""
     groups: dict[tuple[XidKind, int, str | None], list[XidEvent]] = defaultdict(list)
     for event in window:
         groups[(event.kind, event.code, event.pci_bus_id)].append(event)
@@ -208,14 +209,15 @@ def xid_judge(
             said += f"; logged by {devices} of the job's {job.devices} devices at once: the workload's, nothing asked"
             judged.append(EventJudgement(first, R.NONE, said, workload=True))
             continue
-        earlier = [
-            e.at
-            for e in history
-            if (e.kind, e.code, e.pci_bus_id) == (kind, code, gpu) and (since is None or e.at is None or e.at >= since)
-        ]
-        seen = _occurrences([e.at for e in lines], thresholds.same_occurrence_within) + _occurrences(
-            earlier, thresholds.same_occurrence_within
-        )
+        seen = _occurrences([e.at for e in lines], thresholds.same_occurrence_within)
+        for earlier_window in history:
+            earlier = [
+                e.at
+                for e in earlier_window
+                if (e.kind, e.code, e.pci_bus_id) == (kind, code, gpu)
+                and (since is None or e.at is None or e.at >= since)
+            ]
+            seen += _occurrences(earlier, thresholds.same_occurrence_within)
         step = asked
         if asked is not R.NONE and seen >= thresholds.repeat_count:
             step = escalated(asked)
