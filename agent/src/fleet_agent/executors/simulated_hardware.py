@@ -12,7 +12,9 @@ device id, not of the seed, so an agent restarted with another seed still sees t
 * **health faults** (`health_faults`, hostnames or ids): `xid` (a fatal Xid 79 logged mid-window, or `xid=48`
   for another code), `ecc` (two uncorrectable DRAM errors during the window), `remap` (a row remap pending after
   the window), `slowdown` (HW slowdown active at the end of the window). The burn-in tests of such a device
-  still pass: only the `health-window` test sees the fault.
+  still pass: only the `health-window` test sees the fault. An `xid` fault persists whatever the node does;
+  `transient` (an Xid 95, or `transient=79` for another code) is logged until the node takes a step of the
+  remediation ladder (`remedy`: a GPU reset or a reboot cures it, as a transient fault would be).
 * **AMD Instinct nodes** (`gpu.mi300x.8x`) print `amd-smi static --json`, `amd-smi metric --json` and amdgpu
   kernel-log lines instead (`fleet_agent.executors.simulated_amd`); their health faults are `ecc` (a bad HBM
   stack: UMC uncorrectable errors logged and counted), `reset` (a ring timeout and a GPU reset in the window),
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fleet_agent.executors.base import Target
+from fleet_agent.executors.base import RemedyResult, RemedyRun, Target
 from fleet_agent.executors.hardware import Phase, Reading
 from fleet_agent.executors.simulated_amd import AMD_CLASSES, amd_smi_metric, amd_smi_static, amdgpu_kernel_log
 from fleet_rules.xid import FATAL_XID
@@ -47,7 +49,10 @@ __all__ = [
 
 #: The technician's log of swapped GPUs, in the agent's state directory.
 SIMULATED_SWAPS = "simulated-swaps.json"
-HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras")
+#: The devices that took a ladder step, in the agent's state directory (beside `SIMULATED_SWAPS`).
+SIMULATED_REMEDIED = "simulated-remedied.json"
+HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras", "transient")
+_CODED = {"xid": 79, "transient": 95}  # the kinds that take a code, and their default
 
 
 @dataclass(frozen=True)
@@ -70,9 +75,9 @@ def parse_health_faults(spec: str) -> dict[str, tuple[HealthFault, ...]]:
             raise ValueError(
                 f"health_faults: {entry!r} is not <hostname>:<kind> with kind one of {', '.join(HEALTH_FAULT_KINDS)}"
             )
-        if code and (kind != "xid" or not code.isdigit()):
-            raise ValueError(f"health_faults: {entry!r}: only xid takes a code (xid=79)")
-        faults.setdefault(device, []).append(HealthFault(kind, int(code) if code else (79 if kind == "xid" else None)))
+        if code and (kind not in _CODED or not code.isdigit()):
+            raise ValueError(f"health_faults: {entry!r}: only xid and transient take a code (xid=79)")
+        faults.setdefault(device, []).append(HealthFault(kind, int(code) if code else _CODED.get(kind)))
     return {device: tuple(entries) for device, entries in faults.items()}
 
 
@@ -141,6 +146,25 @@ class SimulatedHardware:
     ) -> None:
         self.health_faults = dict(health_faults or {})
         self.swaps_file = swaps_file
+        # devices that took a ladder step (their transient faults are gone), kept beside the swaps file
+        self.remedied_file = swaps_file.with_name(SIMULATED_REMEDIED) if swaps_file is not None else None
+        self._remedied: set[str] = set()
+
+    @property
+    def remedied(self) -> set[str]:
+        try:
+            kept = set(json.loads(self.remedied_file.read_text())) if self.remedied_file else set()
+        except (OSError, ValueError):
+            kept = set()
+        return kept | self._remedied
+
+    def remedy(self, run: RemedyRun) -> RemedyResult:
+        """The node takes a step of the remediation ladder: its transient faults are cured, its others stay."""
+        self._remedied.add(run.target.device_id)
+        if self.remedied_file is not None:
+            self.remedied_file.parent.mkdir(parents=True, exist_ok=True)
+            self.remedied_file.write_text(json.dumps(sorted(self.remedied | {run.target.device_id})))
+        return RemedyResult(True, f"simulated {run.step} of {run.target.hostname}")
 
     def read(
         self,
@@ -175,7 +199,10 @@ class SimulatedHardware:
         return Reading(None, f"the simulation cannot read {part}")
 
     def faults_of(self, target: Target) -> tuple[HealthFault, ...]:
-        return self.health_faults.get(target.device_id, ()) + self.health_faults.get(target.hostname, ())
+        faults = self.health_faults.get(target.device_id, ()) + self.health_faults.get(target.hostname, ())
+        if target.device_id in self.remedied:
+            return tuple(f for f in faults if f.kind != "transient")
+        return faults
 
     def swaps(self, target: Target) -> dict[int, int]:
         """GPU index → how many times it was replaced (`swaps_file`); none when the file is absent or unreadable."""
@@ -305,7 +332,7 @@ def _kernel_log(
     stamp = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+0000")
     pci = platform.bus_ids[0][4:-2].lower()  # 00000000:19:00.0 → 0000:19:00, as the driver prints it
     for fault in faults:
-        if fault.kind == "xid" and fault.code is not None:
+        if fault.kind in _CODED and fault.code is not None:
             meaning = FATAL_XID[fault.code].meaning if fault.code in FATAL_XID else "simulated GPU error"
             lines.append(
                 f"{stamp} {target.hostname} kernel: NVRM: Xid (PCI:{pci}): {fault.code}, pid='<unknown>', "
