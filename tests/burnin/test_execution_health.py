@@ -235,8 +235,7 @@ def test_an_xid_a_person_must_act_on_moves_the_device_to_repair_at_once_though_e
     assert change.reason == (
         "Xid 54 (Auxiliary power is not connected to the GPU board) on GPU 0000:3b:00: repair asked; "
         "Xid 48 (Double Bit ECC Error) on GPU 0000:5e:00: GPU reset asked; "
-        "Xid 13 (Graphics Engine Exception) on GPU 0000:3b:00: application restart asked during its burn-in; "
-        "the catalogue asks for a repair (a person must act)"
+        "Xid 13 (Graphics Engine Exception) on GPU 0000:3b:00: application restart asked during its burn-in"
     )
     assert change.refs["execution"] == str(execution_id)
     assert change.refs["xid"] == {"kind": "xid", "code": 54, "pci_bus_id": "0000:3b:00", "at": "2026-11-30T10:12:00Z"}

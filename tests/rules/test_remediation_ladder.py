@@ -51,7 +51,15 @@ def test_nothing_more_is_asked_while_a_step_is_under_way() -> None:
 def test_the_catalogue_asking_for_repair_goes_to_repair_at_once() -> None:
     decision = ladder_next(asked=R.REPAIR, taken=[], now=NOW)
 
-    assert decision.action is R.REPAIR and not decision.exhausted
+    assert decision.action is R.REPAIR and not decision.exhausted and decision.reason == ""
+
+
+def test_a_repair_a_repeat_asks_for_names_the_ladder_taken() -> None:
+    decision = ladder_next(asked=R.REPAIR, taken=[taken(R.REBOOT, 1)], now=NOW)
+
+    assert (
+        decision.action is R.REPAIR and decision.reason == "the ladder taken: reboot at 2026-12-03T14:00:00Z: persisted"
+    )
 
 
 def test_what_the_ladder_does_not_handle_passes_through() -> None:

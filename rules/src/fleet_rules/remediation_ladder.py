@@ -98,8 +98,8 @@ def ladder_next(
         return LadderDecision(asked, "", recent)
     if any(t.outcome is RemedyOutcome.UNDER_WAY for t in recent):
         return LadderDecision(R.NONE, "a remediation step is under way", recent, waiting=True)
-    if asked is R.REPAIR:
-        return LadderDecision(R.REPAIR, "the catalogue asks for a repair (a person must act)", recent)
+    if asked is R.REPAIR:  # the catalogue's, or a repeat's escalation: the judgement says which
+        return LadderDecision(R.REPAIR, f"the ladder taken: {ladder_sentence(recent)}" if recent else "", recent)
     for step in LADDER_STEPS[LADDER_STEPS.index(asked) :]:
         used = sum(1 for t in recent if t.step is step)
         if used < policy.allowed.get(step, 0):

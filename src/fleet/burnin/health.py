@@ -83,7 +83,7 @@ def repair_move(execution: TestExecution, judgement: XidJudgement, decision: Lad
     if decision.action is not R.REPAIR or execution.device_id is None:
         return None
     deciding = judgement.deciding
-    reason = f"{judgement.reason} during its burn-in; {decision.reason}"
+    reason = f"{judgement.reason} during its burn-in" + (f"; {decision.reason}" if decision.reason else "")
     return AutomaticMove(
         execution.device_id,
         DeviceState.NEEDS_REPAIR,
@@ -233,7 +233,7 @@ def _step_failed(step: RemedyStep, why: str) -> None:
             step.device_id,
             DeviceState.NEEDS_REPAIR,
             TransitionCause.FATAL_XID,
-            f"{step.reason} during its burn-in; {decision.reason}",
+            f"{step.reason} during its burn-in" + (f"; {decision.reason}" if decision.reason else ""),
             {
                 "execution": str(step.asked_by_id),
                 "ladder": [t.as_json() for t in decision.ladder],
