@@ -42,10 +42,12 @@ def test_a_reboot_asked_skips_the_reset() -> None:
     assert ladder_next(asked=R.REBOOT, taken=[], now=NOW).action is R.REBOOT
 
 
-def test_nothing_more_is_asked_while_a_step_is_under_way() -> None:
-    decision = ladder_next(asked=R.REBOOT, taken=[taken(R.RESET_GPU, 0.1, Outcome.UNDER_WAY)], now=NOW)
+def test_nothing_more_is_asked_while_a_step_is_under_way_but_a_repair_is_not_held_back() -> None:
+    under_way = [taken(R.RESET_GPU, 0.1, Outcome.UNDER_WAY)]
+    decision = ladder_next(asked=R.REBOOT, taken=under_way, now=NOW)
 
     assert decision.action is R.NONE and decision.waiting
+    assert ladder_next(asked=R.REPAIR, taken=under_way, now=NOW).action is R.REPAIR
 
 
 def test_the_catalogue_asking_for_repair_goes_to_repair_at_once() -> None:

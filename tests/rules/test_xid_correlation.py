@@ -41,7 +41,7 @@ def test_a_single_95_asks_for_a_gpu_reset_not_a_repair() -> None:
 
 
 def test_a_95_repeated_on_the_same_gpu_within_24_h_escalates_one_step_to_a_reboot() -> None:
-    judged = xid_judge(window=[xid(95, T0 + timedelta(hours=3))], history=[[xid(95)]])
+    judged = xid_judge(window=[xid(95, T0 + timedelta(hours=3))], history=[[xid(95)]], now=T0 + timedelta(hours=3))
 
     assert judged.step is R.REBOOT
     assert judged.reason == f"Xid 95 (Uncontained memory error) on GPU {GPU}: GPU reset asked; 2nd in 24 h: reboot"
@@ -57,7 +57,7 @@ def test_repeated_95s_in_one_window_escalate_but_the_lines_of_one_fault_count_on
 
 def test_a_95_on_another_gpu_or_older_than_the_window_is_not_a_repeat() -> None:
     other_gpu = xid_judge(window=[xid(95, T0 + timedelta(hours=1))], history=[[xid(95, gpu="0000:5e:00")]])
-    long_ago = xid_judge(window=[xid(95, T0 + timedelta(hours=30))], history=[[xid(95)]])
+    long_ago = xid_judge(window=[xid(95, T0 + timedelta(hours=30))], history=[[xid(95)]], now=T0 + timedelta(hours=30))
 
     assert other_gpu.step is R.RESET_GPU and long_ago.step is R.RESET_GPU
 

@@ -21,6 +21,7 @@ from fleet_rules.vocabulary import RemedyOutcome, XidResolution
 __all__ = [
     "DEFAULT_POLICY",
     "LADDER_STEPS",
+    "OUTCOME_WORDS",
     "STEP_NAMES",
     "LadderDecision",
     "LadderPolicy",
@@ -33,6 +34,13 @@ R = XidResolution
 #: The steps the ladder can take on a node, weakest first.
 LADDER_STEPS: tuple[XidResolution, ...] = (R.RESET_GPU, R.REBOOT)
 STEP_NAMES: Mapping[XidResolution, str] = {R.RESET_GPU: "GPU reset", R.REBOOT: "reboot"}
+#: A step's outcome as pages show it: a sign beside the word, never colour alone.
+OUTCOME_WORDS: Mapping[RemedyOutcome, str] = {
+    RemedyOutcome.UNDER_WAY: "◷ under way",
+    RemedyOutcome.CURED: "✓ cured",
+    RemedyOutcome.PERSISTED: "✗ persisted",
+    RemedyOutcome.FAILED: "! failed",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,7 +67,7 @@ class TakenStep:
     outcome: RemedyOutcome
 
     def sentence(self) -> str:
-        return f"{STEP_NAMES.get(self.step, self.step.value)} at {_iso(self.at)}: {self.outcome.value}"
+        return f"{STEP_NAMES.get(self.step, self.step.value)} at {_iso(self.at)}: {self.outcome.value.replace('_', ' ')}"
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -96,10 +104,10 @@ def ladder_next(
     recent = tuple(sorted((t for t in taken if t.at >= now - policy.window), key=lambda t: t.at))
     if asked in (R.NONE, R.RESTART_APP):
         return LadderDecision(asked, "", recent)
+    if asked is R.REPAIR:  # the catalogue's, or a repeat's escalation (the judgement says which): no step helps
+        return LadderDecision(R.REPAIR, f"the ladder taken: {ladder_sentence(recent)}" if recent else "", recent)
     if any(t.outcome is RemedyOutcome.UNDER_WAY for t in recent):
         return LadderDecision(R.NONE, "a remediation step is under way", recent, waiting=True)
-    if asked is R.REPAIR:  # the catalogue's, or a repeat's escalation: the judgement says which
-        return LadderDecision(R.REPAIR, f"the ladder taken: {ladder_sentence(recent)}" if recent else "", recent)
     for step in LADDER_STEPS[LADDER_STEPS.index(asked) :]:
         used = sum(1 for t in recent if t.step is step)
         if used < policy.allowed.get(step, 0):

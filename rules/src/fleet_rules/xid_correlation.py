@@ -187,15 +187,13 @@ def xid_judge(
     thresholds: Thresholds = DEFAULT_THRESHOLDS,
 ) -> XidJudgement:
     """Judge one device's window: `window` is its events from this burn-in window, `history` the events of each of
-    its earlier windows (any age: those older than `repeat_window` before `now` are not counted; lines of one fault
-    are one occurrence within a window, each window's its own), `job` what the other devices of its multi-node job
-    logged (None for a single-node job)."""
+    its earlier windows (with `now`, events older than `repeat_window` before it are not counted; without, the
+    caller chose the windows; lines of one fault are one occurrence within a window, each window its own), `job`
+    what the other devices of its multi-node job logged (None for a single-node job)."""
     groups: dict[tuple[XidKind, int, str | None], list[XidEvent]] = defaultdict(list)
     for event in window:
         groups[(event.kind, event.code, event.pci_bus_id)].append(event)
-    moments = [e.at for e in window if e.at is not None]
-    until = now or (max(moments) if moments else None)
-    since = until - thresholds.repeat_window if until is not None else None
+    since = now - thresholds.repeat_window if now is not None else None  # None: the caller windowed the history
 
     judged: list[EventJudgement] = []
     burst_codes: dict[str, int] = {}

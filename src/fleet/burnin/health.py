@@ -124,7 +124,8 @@ def fatal_xids_judge(execution: TestExecution) -> Guarded:
         .exclude(id=execution.id)
         .values_list("health", flat=True)
     ]
-    judgement = xid_judge(window=window, history=history, now=now)
+    # the history is windowed by when the service stored it, not by the machine's clock (its events' `at`)
+    judgement = xid_judge(window=window, history=history)
     if judged is not None:
         persisted = judgement.step in (R.RESET_GPU, R.REBOOT, R.REPAIR)
         judged.outcome = RemedyOutcome.PERSISTED if persisted else RemedyOutcome.CURED
