@@ -67,7 +67,9 @@ class TakenStep:
     outcome: RemedyOutcome
 
     def sentence(self) -> str:
-        return f"{STEP_NAMES.get(self.step, self.step.value)} at {_iso(self.at)}: {self.outcome.value.replace('_', ' ')}"
+        return (
+            f"{STEP_NAMES.get(self.step, self.step.value)} at {_iso(self.at)}: {self.outcome.value.replace('_', ' ')}"
+        )
 
     def as_json(self) -> dict[str, Any]:
         return {
