@@ -152,3 +152,23 @@ def test_a_report_without_a_job_gets_its_step_job_at_once_with_the_requirement_t
     assert step.step == "reboot" and step.outcome == "under_way" and step.job is not None
     assert step.job.reason == JobReason.REMEDIATION and step.job.requirement_names == ["gpu-health-window"]
     assert datetime.now(UTC) >= step.created_at
+
+
+def test_the_steps_are_counted_by_step_and_outcome_once_committed(
+    reporter, setting, django_capture_on_commit_callbacks
+):
+    from prometheus_client import REGISTRY
+
+    def counted(outcome: str) -> float:
+        labels = {"step": "reset_gpu", "outcome": outcome}
+        return REGISTRY.get_sample_value("fleet_remedy_steps_total", labels) or 0.0
+
+    device, _, _ = setting
+    seeing = _job(device)
+    asked, cured = counted("under_way"), counted("cured")
+    with django_capture_on_commit_callbacks(execute=True):
+        _window(reporter, device, seeing, event(95, at=_at()))
+        job_finish(job_id=seeing.id, outcome=JobStatus.SUCCEEDED)
+        _window(reporter, device, _remediation_job(device))
+
+    assert counted("under_way") == asked + 1 and counted("cured") == cured + 1
