@@ -451,6 +451,11 @@ FLEET = {
     "JOB_LEASE_SECONDS": _env_int("FLEET_JOB_LEASE_SECONDS", 300),
     "PENDING_FEED_MAX_LIMIT": 500,
     "RERUN_MAX_DEVICES": _env_int("FLEET_RERUN_MAX_DEVICES", 10_000),
+    # The remediation ladder (docs/remediation.md): GPU resets and reboots a device may take within the window
+    # before a fault that persists sends it to repair.
+    "REMEDY_RESETS": _env_int("FLEET_REMEDY_RESETS", 1),
+    "REMEDY_REBOOTS": _env_int("FLEET_REMEDY_REBOOTS", 1),
+    "REMEDY_WINDOW_HOURS": _env_int("FLEET_REMEDY_WINDOW_HOURS", 24),
 }
 
 #: The Ed25519 private key (PEM, PKCS#8) that signs acceptance certificates and evidence packs, as an

@@ -55,8 +55,8 @@ def test_a_fatal_ras_interrupt_moves_the_amd_device_to_repair_with_the_event_in_
     (change,) = DeviceStateChange.objects.filter(device=amd_device)
     assert change.cause == TransitionCause.FATAL_XID and change.actor == "system"
     assert change.reason == (
-        "amdgpu event (fatal RAS interrupt (uncorrectable hardware error)) on 0000:1c:00.0 at 2026-11-30T10:12:00Z "
-        "during its burn-in"
+        "amdgpu event 2 (fatal RAS interrupt (uncorrectable hardware error)) on GPU 0000:1c:00.0: repair asked; "
+        "amdgpu event 20 (ring timeout (a job on the GPU hung)) on GPU 0000:1c:00.0: nothing asked during its burn-in"
     )
     assert change.refs["xid"]["kind"] == "amdgpu" and change.refs["xid"]["code"] == 2
     assert TestExecution.objects.get(id=execution_id).fatal_xids == 1
@@ -65,7 +65,7 @@ def test_a_fatal_ras_interrupt_moves_the_amd_device_to_repair_with_the_event_in_
 def test_a_gpu_reset_during_the_window_condemns_the_device_too(bearer, amd_device):
     sent = health(amdgpu(AmdgpuEventKind.GPU_RESET, message="amdgpu: GPU reset begin!"))
     bearer(["test-execution:report"]).put(URL.format(uuid.uuid4()), report(amd_device, sent), format="json")
-    assert DeviceStateChange.objects.get(device=amd_device).reason.startswith("amdgpu event (GPU reset) on ")
+    assert DeviceStateChange.objects.get(device=amd_device).reason.startswith("amdgpu event 4 (GPU reset) on GPU ")
 
 
 @pytest.mark.parametrize("kind", [AmdgpuEventKind.RING_TIMEOUT, AmdgpuEventKind.CORRECTABLE_ECC])

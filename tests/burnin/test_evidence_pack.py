@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from fleet.access.roles import VIEWER, roles_sync
 from fleet.burnin.evidence.pack import evidence_pack_build
-from fleet.burnin.models import FingerprintSnapshot
+from fleet.burnin.models import FingerprintSnapshot, RemedyStep
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import DeviceStateChange, Repair
 from fleet_rules import fingerprint
@@ -306,7 +306,8 @@ def test_a_fatal_xid_is_in_the_pack_and_the_pack_still_verifies(failed, fleet, h
         health=window(13, 79, message=HOSTILE),
         metrics={"xid_fatal_count": {"value": 1}},
     )
-    assert Device.objects.get(id=device.id).state == "needs_repair"
+    # an Xid 79 asks for a reboot (docs/remediation.md): the ladder's step, not a move to repair
+    assert Device.objects.get(id=device.id).state != "needs_repair"
     pack = viewer.get(f"/api/v1/devices/{device.id}/evidence-pack/").content
     assert independent_verify(pack, viewer.get("/api/v1/certificates/keys/").json())
     (tmp_path / "pack.zip").write_bytes(pack)
@@ -336,10 +337,11 @@ def test_a_fatal_xid_is_in_the_pack_and_the_pack_still_verifies(failed, fleet, h
     execution_file = json.loads(files[newest["file"]])
     assert execution_file["health"]["xid_events"][1]["message"] == HOSTILE
     assert newest["file"] in {f["path"] for f in manifest["files"]}
-    # the history says which Xid moved it
-    moved = manifest["state_history"]["changes"][0]
-    assert moved["cause"] == "fatal_xid" and moved["reason"].startswith("Xid 79 (GPU has fallen off the bus)")
-    assert moved["refs"]["execution"] == str(fatal.id)
+    # the remediation ladder says what the Xid asked for, when, and how it stands
+    (step,) = manifest["remediation"]["steps"]
+    assert (step["step"], step["outcome"]) == ("reboot", "under_way") and step["job_id"]
+    assert step["reason"].startswith("Xid 79 (GPU has fallen off the bus) on GPU 0000:3b:00: reboot asked; Xid 13")
+    assert HOSTILE not in step["reason"]
     # hostile text only inside JSON strings: never a file name
     assert all(name == "manifest.json" or name == "manifest.sig" or name.startswith("executions/") for name in files)
 
@@ -357,6 +359,10 @@ def test_building_a_pack_costs_the_same_queries_whatever_the_number_of_execution
             device=device, from_state="burn_in", to_state="maintenance", at=timezone.now(), actor="x", cause="operator"
         )
     _fingerprints(device, 1 + extra)
+    for _ in range(1 + extra):
+        RemedyStep.objects.create(
+            device=device, step="reset_gpu", outcome="persisted", reason="Xid 95", created_at=timezone.now()
+        )
     sweep(satellite)
     with CaptureQueriesContext(connection) as queries:
         pack = evidence_pack_build(device_id=device.id, generated_by="test")
@@ -368,9 +374,10 @@ def test_building_a_pack_costs_the_same_queries_whatever_the_number_of_execution
     assert len(manifest["files"]) == min(2 + extra, 20) + 1 + min(1 + extra, 20)
     assert manifest["fingerprints"]["count"] == 1 + extra
     assert len(manifest["fingerprints"]["snapshots"]) == min(1 + extra, 20)
-    # Held equal at both sizes (11: device, topologies, policy, rows, thresholds, executions,
-    # history, repairs, fingerprints, health reports, the signing key's publication).
-    assert len(queries) == 11, [q["sql"][:120] for q in queries.captured_queries]
+    assert len(manifest["remediation"]["steps"]) == min(1 + extra, 20)
+    # Held equal at both sizes (12: device, topologies, policy, rows, thresholds, executions,
+    # history, repairs, fingerprints, health reports, remediation steps, the signing key's publication).
+    assert len(queries) == 12, [q["sql"][:120] for q in queries.captured_queries]
 
 
 def _fingerprints(device, count: int) -> None:

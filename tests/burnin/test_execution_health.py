@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 
-from fleet.burnin.models import TestExecution
+from fleet.burnin.models import RemedyStep, TestExecution
 from fleet.inventory.models import Device
 from fleet.lifecycle.models import Breaker, DeviceStateChange
 from fleet.repairs.services import breaker_reset
@@ -212,13 +212,15 @@ def test_an_update_refused_by_the_service_stores_no_health_and_moves_nothing(bea
     assert state_of(device) == DeviceState.BURN_IN and not DeviceStateChange.objects.exists()
 
 
-# --- a fatal Xid moves the device to repair ----------------------------------------------------------
+# --- an Xid the catalogue says a person must act on moves the device to repair (docs/remediation.md) -----
+# Xid 54 ("auxiliary power is not connected to the GPU board": CHECK_MECHANICALS) is such a code; 79 and 95 ask
+# for a step of the ladder first (tests/burnin/test_remedy_ladder.py).
 
 
-def test_a_fatal_xid_moves_the_device_to_repair_at_once_though_every_number_passed(bearer, setting):
+def test_an_xid_a_person_must_act_on_moves_the_device_to_repair_at_once_though_every_number_passed(bearer, setting):
     device, _, _ = setting
     execution_id = uuid.uuid4()
-    sent = health(event(13, at="2026-11-30T10:05:00Z"), event(79), event(48, pci_bus_id="0000:5e:00"))
+    sent = health(event(13, at="2026-11-30T10:05:00Z"), event(54), event(48, pci_bus_id="0000:5e:00"))
     response = bearer(["test-execution:report"]).put(URL.format(execution_id), report(device, sent), format="json")
     assert response.status_code == 201, response.content
     assert state_of(device) == DeviceState.NEEDS_REPAIR
@@ -231,12 +233,14 @@ def test_a_fatal_xid_moves_the_device_to_repair_at_once_though_every_number_pass
         "system",
     )
     assert change.reason == (
-        "Xid 79 (GPU has fallen off the bus) on 0000:3b:00 at 2026-11-30T10:12:00Z during its burn-in "
-        "(and 1 more fatal event)"
+        "Xid 54 (Auxiliary power is not connected to the GPU board) on GPU 0000:3b:00: repair asked; "
+        "Xid 48 (Double Bit ECC Error) on GPU 0000:5e:00: GPU reset asked; "
+        "Xid 13 (Graphics Engine Exception) on GPU 0000:3b:00: application restart asked during its burn-in"
     )
     assert change.refs["execution"] == str(execution_id)
-    assert change.refs["xid"] == {"kind": "xid", "code": 79, "pci_bus_id": "0000:3b:00", "at": "2026-11-30T10:12:00Z"}
-    assert TestExecution.objects.get(id=execution_id).fatal_xids == 2
+    assert change.refs["xid"] == {"kind": "xid", "code": 54, "pci_bus_id": "0000:3b:00", "at": "2026-11-30T10:12:00Z"}
+    assert change.refs["ladder"] == []
+    assert TestExecution.objects.get(id=execution_id).fatal_xids == 1  # 48: the window's requirement fails on it
 
 
 def test_a_replayed_fatal_report_writes_no_second_history_entry(bearer, setting):
@@ -244,7 +248,7 @@ def test_a_replayed_fatal_report_writes_no_second_history_entry(bearer, setting)
     client = bearer(["test-execution:report"])
     execution_id = uuid.uuid4()
     for _ in range(2):
-        client.put(URL.format(execution_id), report(device, health(event(79))), format="json")
+        client.put(URL.format(execution_id), report(device, health(event(54))), format="json")
     assert DeviceStateChange.objects.filter(device=device).count() == 1
 
 
@@ -254,21 +258,22 @@ def test_fatal_evidence_arriving_with_the_final_report_moves_the_device(bearer, 
     execution_id = uuid.uuid4()
     client.put(URL.format(execution_id), report(device, status="running", finished_at=None), format="json")
     assert state_of(device) == DeviceState.BURN_IN
-    client.put(URL.format(execution_id), report(device, health(event(94))), format="json")
+    client.put(URL.format(execution_id), report(device, health(event(54))), format="json")
     assert state_of(device) == DeviceState.NEEDS_REPAIR
-    assert "Xid 94 (contained ECC error)" in DeviceStateChange.objects.get(device=device).reason
+    assert "Xid 54 (Auxiliary power is not connected" in DeviceStateChange.objects.get(device=device).reason
 
 
-def test_a_fatal_sxid_moves_the_device_too(bearer, setting):
+def test_an_sxid_fatal_to_the_fabric_asks_for_a_reboot_not_a_repair(bearer, setting):
     device, _, _ = setting
     sent = health(event(12020, kind="sxid", pci_bus_id="0000:05:00.0", message="Fatal, egress"))
     bearer(["test-execution:report"]).put(URL.format(uuid.uuid4()), report(device, sent), format="json")
-    assert state_of(device) == DeviceState.NEEDS_REPAIR
-    reason = DeviceStateChange.objects.get(device=device).reason
-    assert reason.startswith("SXid 12020 (egress sequence ID error) on 0000:05:00.0 at ")
+    assert state_of(device) == DeviceState.BURN_IN and not DeviceStateChange.objects.exists()
+    (step,) = RemedyStep.objects.filter(device=device)
+    assert (step.step, step.outcome) == ("reboot", "under_way")
+    assert step.reason == "SXid 12020 (egress sequence ID error) on GPU 0000:05:00.0: reboot asked"
 
 
-@pytest.mark.parametrize("code", [13, 31, 43, 45])
+@pytest.mark.parametrize("code", [13, 31, 43, 45, 94])
 def test_an_xid_the_application_causes_moves_nothing(bearer, setting, code):
     device, _, _ = setting
     response = bearer(["test-execution:report"]).put(
@@ -296,19 +301,19 @@ def test_the_open_breaker_holds_the_move_and_closing_it_lets_it_through(bearer, 
     device, _, _ = setting
     Breaker.objects.create(site=device.site, resource_class=RC, opened_at=device.enrolled_at, detail="tripped earlier")
     response = bearer(["test-execution:report"]).put(
-        URL.format(uuid.uuid4()), report(device, health(event(79))), format="json"
+        URL.format(uuid.uuid4()), report(device, health(event(54))), format="json"
     )
     assert response.status_code == 201
     assert state_of(device) == DeviceState.BURN_IN
     (held,) = DeviceStateChange.objects.filter(device=device)
     assert held.held and held.cause == TransitionCause.HELD_BY_BREAKER
-    assert held.refs["held_cause"] == TransitionCause.FATAL_XID and "Xid 79" in held.reason
+    assert held.refs["held_cause"] == TransitionCause.FATAL_XID and "Xid 54" in held.reason
 
     reset = breaker_reset(site=device.site, resource_class=RC, actor="user:alice", reason="driver fixed")
     assert [m.device_id for m in reset.rejudged.moved] == [device.id]
     assert state_of(device) == DeviceState.NEEDS_REPAIR
     moved = DeviceStateChange.objects.get(device=device, held=False)
-    assert moved.cause == TransitionCause.FATAL_XID and "Xid 79" in moved.reason
+    assert moved.cause == TransitionCause.FATAL_XID and "Xid 54" in moved.reason
     assert "held_cause" not in moved.refs
 
 
@@ -317,7 +322,7 @@ def test_fatal_xids_count_toward_the_breaker(bearer, setting, fleet):
     others = [fleet.device(device.satellite, RC, hostname=f"a01-n{i:02d}") for i in range(1, 5)]
     client = bearer(["test-execution:report"])
     for target in [device, *others]:
-        client.put(URL.format(uuid.uuid4()), report(target, health(event(79))), format="json")
+        client.put(URL.format(uuid.uuid4()), report(target, health(event(54))), format="json")
     states = sorted(Device.objects.filter(site=device.site).values_list("state", flat=True))
     # five devices enrolled: the breaker's floor of 3 lets three go, holds the rest and opens
     assert states.count(DeviceState.NEEDS_REPAIR) == 3 and states.count(DeviceState.BURN_IN) == 2
@@ -330,12 +335,12 @@ def test_fatal_xids_count_toward_the_breaker(bearer, setting, fleet):
 def test_the_repair_queue_says_which_xid_sent_the_device(bearer, setting):
     device, _, _ = setting
     execution_id = uuid.uuid4()
-    bearer(["test-execution:report"]).put(URL.format(execution_id), report(device, health(event(79))), format="json")
+    bearer(["test-execution:report"]).put(URL.format(execution_id), report(device, health(event(54))), format="json")
     queue = bearer(["fleet:read"], name="reader").get(f"/api/v1/burn-in/sites/{device.site_id}/repair-queue/")
     assert queue.status_code == 200, queue.content
     (entry,) = queue.json()["results"]
     assert entry["cause"] == "fatal_xid"
-    assert entry["reason"].startswith("Xid 79 (GPU has fallen off the bus) on 0000:3b:00")
+    assert entry["reason"].startswith("Xid 54 (Auxiliary power is not connected to the GPU board) on GPU 0000:3b:00")
     assert entry["execution_id"] == str(execution_id)
 
 
@@ -353,7 +358,7 @@ def test_the_report_path_costs_the_same_queries_for_few_and_many_events(bearer, 
         assert response.status_code == 201, response.content
         return len(captured)
 
-    few = queries(device, [event(13), event(79)])
-    many = queries(other, [*_events(900), *[event(79, pci_bus_id=f"0000:{i:02x}:00") for i in range(99)]])
+    few = queries(device, [event(13), event(54)])
+    many = queries(other, [*_events(900), *[event(54, pci_bus_id=f"0000:{i:02x}:00") for i in range(99)]])
     assert few == many
     assert state_of(device) == state_of(other) == DeviceState.NEEDS_REPAIR

@@ -87,11 +87,15 @@ def test_an_execution_without_health_shows_no_health_section(fleet, health_site,
 def test_the_device_page_says_which_xid_sent_it_to_repair(fleet, health_site, person):
     _, satellite, requirement = health_site
     device = fleet.device(satellite, RC, hostname="a01-n00")
-    execution = report(fleet, requirement, device, xid(79, message=HOSTILE))
+    report(fleet, requirement, device, xid(79, message=HOSTILE))  # a reboot asked (docs/remediation.md)
+    execution = report(fleet, requirement, device, xid(79, message=HOSTILE))  # again: repair
     assert Device.objects.get(id=device.id).state == DeviceState.NEEDS_REPAIR
     text = person(VIEWER).get("/sites/lon-1/devices/a01-n00/").content.decode()
     assert "Needs repair</strong> since" in text
-    assert "Xid 79 (GPU has fallen off the bus) on 0000:3b:00 at 2026-11-30T10:12:00Z during its burn-in" in text
+    assert (
+        "Xid 79 (GPU has fallen off the bus) on GPU 0000:3b:00: reboot asked; 2nd in 24 h: repair during its burn-in"
+        in text
+    )
     assert f'href="/executions/{execution.id}/#health">the window that logged it' in text
     assert 'id="fatal-xid"' in text and SCRIPT not in text
     assert 'id="fatal-in-service"' not in text
@@ -110,10 +114,12 @@ def test_a_device_in_service_is_flagged_not_pulled(fleet, health_site, person):
 def test_the_repair_queue_names_the_xid(fleet, health_site, person):
     _, satellite, requirement = health_site
     device = fleet.device(satellite, RC, hostname="a01-n00")
+    report(fleet, requirement, device, xid(79))
     execution = report(fleet, requirement, device, xid(79))
     text = person(["inventory.view_device"]).get("/sites/lon-1/repairs/").content.decode()
     assert 'data-hostname="a01-n00"' in text
-    assert "Xid 79 (GPU has fallen off the bus) on 0000:3b:00" in text
+    assert "Xid 79 (GPU has fallen off the bus) on GPU 0000:3b:00: reboot asked; 2nd in 24 h: repair" in text
+    assert "the ladder taken: reboot at " in text  # why the ladder ended
     assert f'href="/executions/{execution.id}/"' in text
 
 
@@ -165,13 +171,14 @@ def test_in_a_browser_the_fatal_xid_leads_from_the_device_to_its_window_and_logg
         test="health-window",
         thresholds=[{"metric": "xid_fatal_count", "comparator": "eq", "threshold": 0}],
     )
+    report(world.fleet, requirement, device, xid(79, message=TRAP))  # a reboot asked; then again: repair
     report(world.fleet, requirement, device, xid(13, message=TRAP), xid(79, message=TRAP))
     assert Device.objects.get(id=device.id).state == DeviceState.NEEDS_REPAIR
 
     visit.sign_in("viewer")
     visit.go("/sites/lon-1/devices/a01-n03/", "device-fatal-xid")
     banner = page.inner_text("#needs-repair")
-    assert "Xid 79 (GPU has fallen off the bus) on 0000:3b:00" in banner
+    assert "Xid 79 (GPU has fallen off the bus) on GPU 0000:3b:00" in banner
     page.click("#needs-repair a")
     page.wait_for_url(re.compile(r"/executions/[0-9a-f-]+/#health$"))
     visit.shoot("execution-health")
@@ -179,3 +186,15 @@ def test_in_a_browser_the_fatal_xid_leads_from_the_device_to_its_window_and_logg
     assert table.count(TRAP) == 2  # shown as the text it is
     assert page.title() != "pwned" and page.locator("table.xid-events img").count() == 0
     assert "✗ fatal" in table and "GPU has fallen off the bus" in table
+
+
+def test_the_device_page_shows_the_remediation_ladder_taken(fleet, health_site, person):
+    _, satellite, requirement = health_site
+    device = fleet.device(satellite, RC, hostname="a01-n00")
+    report(fleet, requirement, device, xid(95, message=HOSTILE))
+
+    text = person(VIEWER).get("/sites/lon-1/devices/a01-n00/").content.decode()
+
+    assert 'id="remediation"' in text and '<tr data-step="reset_gpu">' in text
+    assert "GPU reset" in text and "◷ under way" in text
+    assert "Xid 95 (Uncontained memory error) on GPU 0000:3b:00: GPU reset asked" in text and SCRIPT not in text

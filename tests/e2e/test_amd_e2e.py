@@ -146,7 +146,7 @@ def test_a_gpu_reset_during_a_passing_mi300x_burn_in_sends_it_to_repair_with_the
     history = stack.operator.get(f"/api/v1/devices/{faulty.id}/history/").json()["results"]
     moved = next(c for c in history if c["to_state"] == "needs_repair")
     assert moved["cause"] == "fatal_xid" and moved["actor"] == "system" and not moved["held"]
-    assert moved["reason"].startswith("amdgpu event (GPU reset) on 0000:05:00.0 at ")
+    assert moved["reason"].startswith("amdgpu event 4 (GPU reset) on GPU 0000:05:00.0: repair asked")
     assert moved["refs"]["execution"] == str(window.id)
     queue = stack.operator.get(f"/api/v1/burn-in/sites/{faulty.site_id}/repair-queue/").json()["results"]
     assert [(q["hostname"], q["cause"]) for q in queue] == [("c01-n02", "fatal_xid")]

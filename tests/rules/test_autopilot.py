@@ -346,3 +346,9 @@ def test_a_rack_larger_than_the_limit_blocks_nothing():
         settings=replace(ON, max_under_test=4),
     )
     assert kinds(facts) == [K.DISPATCH, K.DISPATCH]
+
+
+def test_a_device_whose_remediation_ladder_has_a_step_under_way_is_left_to_the_ladder():
+    # the ladder runs the burn-in again after its step (docs/remediation.md): no rerun of the autopilot's own
+    assert kinds(site(device(**failed_once))) == [K.RERUN]
+    assert kinds(site(device(**failed_once, remedying=True))) == []

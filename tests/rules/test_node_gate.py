@@ -175,3 +175,20 @@ def test_a_long_why_is_cut_to_the_bound() -> None:
 @pytest.mark.parametrize("reason", ["", "Not responding", "ops: fleet-burnin: later", "fleet-burnin"])
 def test_only_reasons_that_start_with_the_prefix_are_the_gates(reason: str) -> None:
     assert not is_gate_reason(reason)
+
+
+# --- the remediation ladder's reboot keeps the gate's ownership rules (docs/remediation.md) ---------------
+
+
+def test_a_reboot_is_refused_on_a_node_someone_else_drained_or_downed():
+    from fleet_rules.node_gate import NodeView, reboot_refusal
+
+    assert reboot_refusal(NodeView("n1")) is None
+    assert reboot_refusal(NodeView("n1", drained=True, reason="fleet-burnin: needs repair")) is None
+    assert reboot_refusal(NodeView("n1", drained=True, reason="bob: swapping PSU")) == (
+        "the node is drained by someone else (bob: swapping PSU): not rebooted"
+    )
+    assert "down by someone else (Not responding)" in (
+        reboot_refusal(NodeView("n1", down=True, reason="Not responding")) or ""
+    )
+    assert reboot_refusal(None) == "the scheduler does not know the node"

@@ -167,6 +167,9 @@ class SlurmCluster:
             "InactiveLimit=0",
             "MinJobAge=600",
             "SchedulerType=sched/backfill",
+            # `scontrol reboot` needs one (the remediation ladder's reboot); the tests cancel every reboot they ask
+            # while a job still holds the node, so it never runs (tests/slurm/test_remedy_reboot.py).
+            "RebootProgram=/bin/true",
         ]
         lines += [
             f"NodeName={node} NodeHostname={self.hostname} NodeAddr=127.0.0.1 Port={port} CPUs=1 RealMemory=512 "

@@ -80,12 +80,16 @@ def make_executor(config: AgentConfig, state: AgentState | None = None) -> Execu
             timeout_s=config.command_timeout,
             ledger=state,
             hardware_commands=config.hardware_commands,
+            remedy_commands=config.remedy_commands,
         )
     if config.executor == "command":
         from fleet_agent.executors.command import CommandExecutor
 
         return CommandExecutor(
-            config.commands, timeout_s=config.command_timeout, hardware_commands=config.hardware_commands
+            config.commands,
+            timeout_s=config.command_timeout,
+            hardware_commands=config.hardware_commands,
+            remedy_commands=config.remedy_commands,
         )
     from fleet_agent.executors.simulated import SIMULATED_REPAIRS, SimulatedExecutor
     from fleet_agent.executors.simulated_hardware import SIMULATED_SWAPS, parse_health_faults

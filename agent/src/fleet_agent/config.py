@@ -58,6 +58,9 @@ class AgentConfig:
     # How the command and Slurm executors read the device's hardware (file only): nvidia_smi, ibstat, dmi, kernel_log,
     # kernel_log_fallback → a command template (or {template, timeout}).
     hardware_commands: dict[str, Any] = field(default_factory=dict)
+    # How the command and Slurm executors take the remediation ladder's steps (file only; docs/remediation.md):
+    # reset_gpu, reboot, ready → a command template (or {template, timeout}).
+    remedy_commands: dict[str, Any] = field(default_factory=dict)
     # Who made each resource class's GPUs (class → nvidia | amd), pinned for this satellite: which tools read a
     # device's inventory, health and kernel log. A class not listed: its policy's `gpu_vendor` at the service, else
     # the simulated executor's own model, else NVIDIA (fleet_agent.targets). From the environment or a flag:

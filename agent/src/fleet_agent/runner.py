@@ -22,6 +22,7 @@ from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, TestOutcome, TestRun
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, JobHardware, job_start
+from fleet_agent.executors.remedies import remedy_take
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
 from fleet_agent.state import AgentState
@@ -310,8 +311,7 @@ class Agent:
     # --- jobs -----------------------------------------------------------------------------------
 
     def run_job(self, job: dict[str, Any]) -> int:
-        """Run a claimed job; if anything goes wrong, fail it at once (instead of leaving its
-        devices held until the lease runs out) and re-raise."""
+        """Run a claimed job; if anything goes wrong, fail it at once (not at its lease's end) and re-raise."""
         try:
             return self._run_job(job)
         except Exception:
@@ -332,9 +332,10 @@ class Agent:
         self.state.job_started(job_id, lease_seconds)
         executions, errored_any = 0, False
         requirements = ordered_requirements(job["parameters"].get("requirements", []))
-        with self._lease_kept(job_id, lease_seconds) as lost:
+        with self._lease_kept(job_id, lease_seconds) as lost:  # a remediation job's step first (docs/remediation.md)
+            failed = remedy_take(self.executor, job, self.vendor_of, lambda: self.stopping or lost.is_set())
             hardware = self._job_hardware(job, requirements)
-            for requirement in requirements:
+            for requirement in [] if failed else requirements:
                 if self.stopping or lost.is_set():
                     break
                 status = self._run_requirement(
@@ -348,8 +349,8 @@ class Agent:
             return executions
         if self.stopping:
             outcome, reason = "failed", "the agent stopped before the job finished"
-        elif errored_any:
-            outcome, reason = "failed", "an execution errored"
+        elif failed or errored_any:
+            outcome, reason = "failed", failed or "an execution errored"
         else:
             outcome, reason = "succeeded", ""
         try:
@@ -375,8 +376,7 @@ class Agent:
         return job_start(source, target, report_hardware=self.config.report_hardware, window=window)
 
     def _lease_seconds(self, job: dict[str, Any]) -> float:
-        """The lease length by the service's clock (claimed → expires), so a skewed agent clock
-        cannot stretch the heartbeat interval past the lease."""
+        """The lease length by the service's clock (claimed → expires): a skewed agent clock cannot stretch it."""
         try:
             expires = datetime.fromisoformat(job["lease_expires_at"].replace("Z", "+00:00"))
             claimed = datetime.fromisoformat(job["claimed_at"].replace("Z", "+00:00"))

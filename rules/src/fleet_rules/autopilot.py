@@ -15,7 +15,8 @@ One pass, in this order:
    (`RERUN`) of failed or errored targets once their backoff has passed (errored sooner than
    failed: the test could not judge the hardware), and a collective whose members all pass alone.
    A device at its policy's `repair_after_failures` goes to repair (the lifecycle's doing) and is
-   not dispatched.
+   not dispatched; one whose remediation ladder has a step under way is not rerun (the ladder runs its
+   burn-in again after the step: docs/remediation.md).
 4. **Renewal** (`RENEW`) of accepted devices not in service whose certificate expires within
    `renew_before`.
 
@@ -82,6 +83,7 @@ class DeviceFacts:
     rack: str | None = None
     rack_size: int = 1
     under_test: bool = False  # holds an active job: the autopilot's, an operator's, an isolation round's
+    remedying: bool = False  # a remediation ladder step is under way: the ladder reruns it (docs/remediation.md)
     not_run: int = 0  # own targets not run yet (or expired)
     failing: Verdict | None = None  # its worst own target that has not passed: failed before errored
     attempts: int = 0  # counted attempts of that target since the policy's version and the last repair
@@ -287,8 +289,8 @@ def decide(facts: SiteFacts) -> list[Action]:
                 )
             )
             continue
-        if device.failing is None or device.last_finished_at is None:
-            continue
+        if device.failing is None or device.last_finished_at is None or device.remedying:
+            continue  # nothing failing, or the remediation ladder drives its rerun
         limit = device.repair_after_failures
         if limit is not None and device.attempts >= limit:
             continue  # at the repair limit: the lifecycle sends it to repair, not another run

@@ -178,6 +178,31 @@ class HealthReport:
     health: Mapping[str, Any]
 
 
+@dataclass(frozen=True)
+class RemedyRecord:
+    """A step of the remediation ladder the device was asked to take (docs/remediation.md): when, why, how it
+    ended and the job that took it."""
+
+    step: str
+    asked_at: datetime
+    outcome: str
+    reason: str
+    result: str
+    finished_at: datetime | None
+    job_id: UUID | None
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "asked_at": timestamp(self.asked_at),
+            "outcome": self.outcome,
+            "reason": self.reason,
+            "result": self.result,
+            "finished_at": timestamp(self.finished_at) if self.finished_at else None,
+            "job_id": str(self.job_id) if self.job_id else None,
+        }
+
+
 def _health_time(value: Any) -> str | None:
     if not value:
         return None
@@ -375,6 +400,7 @@ def manifest(
     fingerprints: Sequence[FingerprintRecord] = (),
     fingerprints_total: int = 0,
     as_of: AsOf | None = None,
+    remedies: Sequence[RemedyRecord] = (),
 ) -> dict[str, Any]:
     """The manifest as the JSON value that is canonicalised and signed. `files` are the pack's
     other files (path → bytes), listed with their SHA-256; `history` and `repairs` newest first.
@@ -447,6 +473,7 @@ def manifest(
         },
         "targets": [_target(t) for t in sorted(targets, key=lambda t: (t.requirement, str(t.target_id)))],
         "health": {"count": health_total, "reports": [_health(h) for h in health]},
+        "remediation": {"steps": [r.as_json() for r in remedies]},  # the ladder taken, oldest first
         "limits": {
             "executions_per_target": limits.executions_per_target,
             "history": limits.history,

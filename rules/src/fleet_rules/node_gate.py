@@ -39,6 +39,7 @@ __all__ = [
     "drain_reason",
     "gate_plan",
     "is_gate_reason",
+    "reboot_refusal",
     "slurm_node_name_problem",
 ]
 
@@ -141,6 +142,17 @@ class GatePlan:
 
 def is_gate_reason(reason: str) -> bool:
     return reason.strip().startswith(REASON_PREFIX)
+
+
+def reboot_refusal(node: NodeView | None) -> str | None:
+    """Why the remediation ladder may not reboot this node (None: it may). The gate's ownership rules: a node
+    drained or down with someone else's reason (an operator's drain, Slurm's `Not responding`) is theirs, and
+    one the scheduler does not know is nobody's to reboot."""
+    if node is None:
+        return "the scheduler does not know the node"
+    if (node.drained or node.down) and node.reason and not is_gate_reason(node.reason):
+        return f"the node is {'down' if node.down else 'drained'} by someone else ({node.reason}): not rebooted"
+    return None
 
 
 def drain_reason(state: DeviceState, why: str = "") -> str:

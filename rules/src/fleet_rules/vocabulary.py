@@ -163,6 +163,7 @@ class JobReason(Vocabulary):
     RERUN = "rerun"
     MANUAL = "manual"
     DIAGNOSIS = "diagnosis"  # a round of culprit isolation (its executions judge no target)
+    REMEDIATION = "remediation"  # a step of the remediation ladder (a GPU reset, a reboot), then the burn-in again
 
 
 class PersonAction(Vocabulary):
@@ -341,6 +342,39 @@ class GpuVendor(Vocabulary):
 
     NVIDIA = "nvidia"  # DCGM, nccl-tests, nvbandwidth, nvidia-smi, Xid/SXid
     AMD = "amd"  # ROCm Validation Suite, rccl-tests, TransferBench, amd-smi, amdgpu RAS events
+
+
+# --- remediation before repair (issue 38) --------------------------------------------------------
+
+
+class XidResolution(Vocabulary):
+    """What a kernel-logged GPU event asks for at once, weakest first: NVIDIA's catalogue's immediate
+    resolution in fleet-burnin's steps (`fleet_rules.xid_catalogue`). `repair` means a person must act
+    (the catalogue's "contact support", "check mechanicals"); the steps between are the ladder."""
+
+    NONE = "none"  # informational; nothing to do
+    RESTART_APP = "restart_app"  # the application (here: the burn-in requirement) is run again
+    RESET_GPU = "reset_gpu"  # `nvidia-smi -r -i N`, then the burn-in again
+    REBOOT = "reboot"  # the node restarts, then the burn-in again
+    REPAIR = "repair"  # needs_repair through the lifecycle service
+
+
+class XidSeverity(Vocabulary):
+    """How bad an event is for the hardware, as its catalogue says it."""
+
+    INFORMATIONAL = "informational"  # nothing is wrong with the GPU
+    APPLICATION = "application_error"  # the application (or its input) is at fault
+    RECOVERABLE = "recoverable"  # the hardware erred; a reset or a reboot may clear it
+    FATAL = "fatal"  # a person must act (Xid), or fatal to the whole fabric (SXid, until the host restarts)
+
+
+class RemedyOutcome(Vocabulary):
+    """How a step of the remediation ladder ended (`fleet_rules.remediation_ladder`)."""
+
+    UNDER_WAY = "under_way"  # asked; its job has not run it yet, or the burn-in after it has not reported
+    CURED = "cured"  # the burn-in after it logged none of what asked for it
+    PERSISTED = "persisted"  # the burn-in after it logged it again: the next step
+    FAILED = "failed"  # the step itself failed (its command, or its job ended without a burn-in)
 
 
 # --- hardware fingerprints -----------------------------------------------------------------------

@@ -13,14 +13,14 @@ from uuid import UUID
 from django.db.models import Count, Exists, OuterRef, Q, Subquery
 
 from fleet.autopilot.models import SiteAutopilot
-from fleet.burnin.models import AcceptanceCertificate, IsolationPlan, PolicyProgress
+from fleet.burnin.models import AcceptanceCertificate, IsolationPlan, PolicyProgress, RemedyStep
 from fleet.burnin.reads.failures import attempts_under_current_version
 from fleet.inventory.models import Device, Site, TopologyMembership
 from fleet.jobs.models import JobDevice
 from fleet.lifecycle.models import Breaker
 from fleet.policies.models import AcceptancePolicy
 from fleet_rules.autopilot import FAILING, NOT_YET_RUN, CollectiveFacts, DeviceFacts, PlanFacts, Settings, SiteFacts
-from fleet_rules.vocabulary import DeviceState, IsolationStatus, TopologyUnit, Verdict
+from fleet_rules.vocabulary import DeviceState, IsolationStatus, RemedyOutcome, TopologyUnit, Verdict
 
 #: Which topology a device is placed in for the rack share: its rack, else its NVLink domain.
 PLACEMENT_UNITS = (TopologyUnit.RACK, TopologyUnit.NVLINK_DOMAIN)
@@ -51,6 +51,8 @@ def site_facts(site: Site, *, now: datetime, row: SiteAutopilot | None = None) -
         .exclude(state=DeviceState.DECOMMISSIONED)
         .annotate(
             under_test=Exists(JobDevice.objects.filter(device_id=OuterRef("id"), active=True)),
+            # the remediation ladder has a step under way: it runs the burn-in again itself (docs/remediation.md)
+            remedying=Exists(RemedyStep.objects.filter(device_id=OuterRef("id"), outcome=RemedyOutcome.UNDER_WAY)),
             certificate_valid_until=Subquery(
                 AcceptanceCertificate.objects.filter(device_id=OuterRef("id"), superseded_at__isnull=True)
                 .order_by("-issued_at")
@@ -68,6 +70,7 @@ def site_facts(site: Site, *, now: datetime, row: SiteAutopilot | None = None) -
             "resource_class",
             "state",
             "under_test",
+            "remedying",
             "certificate_valid_until",
             "repair_after_failures",
         )
@@ -98,7 +101,7 @@ def site_facts(site: Site, *, now: datetime, row: SiteAutopilot | None = None) -
         if held is None or (_SEVERITY[mine[0]], -mine[1]) < (_SEVERITY[held[0]], -held[1]):
             worst[device_id] = mine
     facts: list[DeviceFacts] = []
-    for device_id, hostname, resource_class, state, under_test, valid_until, limit in devices:
+    for device_id, hostname, resource_class, state, under_test, remedying, valid_until, limit in devices:
         counts = own.get(device_id, {})
         failing = worst.get(device_id)
         place = placement.get(device_id)
@@ -112,6 +115,7 @@ def site_facts(site: Site, *, now: datetime, row: SiteAutopilot | None = None) -
                 rack=place,
                 rack_size=rack_sizes[place] if place else 1,
                 under_test=under_test,
+                remedying=remedying,
                 not_run=counts.get("not_run", 0),
                 failing=failing[0] if failing else None,
                 attempts=failing[1] if failing else 0,

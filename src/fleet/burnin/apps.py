@@ -10,6 +10,7 @@ class BurninConfig(AppConfig):
     def ready(self) -> None:
         from fleet.burnin.certificates.acceptance import GATE
         from fleet.burnin.executions import executions_abandon
+        from fleet.burnin.health import remedies_dispatch
         from fleet.burnin.metrics import projection_gauges
         from fleet.burnin.repair_due import requirements_passed
         from fleet.core.metrics import register_scrape_collector
@@ -20,6 +21,8 @@ class BurninConfig(AppConfig):
         # Jobs sit below burn-in: ending one (finish, cancel, expired lease) closes the
         # executions it left running through this subscription, never by jobs importing us.
         on_jobs_ended(executions_abandon)
+        # ... and gives a remediation step the job that saw the events asked for its own job (docs/remediation.md).
+        on_jobs_ended(remedies_dispatch)
         # The lifecycle sits below burn-in too: a move into an accepted state asks certificates
         # through this gate (docs/lifecycle.md).
         acceptance_gate_set(GATE)

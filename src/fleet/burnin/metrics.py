@@ -49,6 +49,17 @@ DISPATCH_JOBS = Counter("fleet_dispatch_jobs_created", "Jobs created by rerun di
 DISPATCH_SKIPS = Counter(
     "fleet_dispatch_skips", "Device × requirement pairs a dispatch skipped, by reason.", ["reason"]
 )
+#: Remediation ladder steps (docs/remediation.md) by step and outcome: counted when asked (`under_way`) and when
+#: judged (`cured`, `persisted`, `failed`).
+REMEDY_STEPS = Counter(
+    "fleet_remedy_steps", "Remediation ladder steps by step (reset_gpu, reboot) and outcome.", ["step", "outcome"]
+)
+
+
+def remedy_step_counted(step: str, outcome: str) -> None:
+    on_commit(lambda: REMEDY_STEPS.labels(step, outcome).inc())
+
+
 DISPATCH_EXCLUDED = Counter("fleet_dispatch_excluded", "Devices a dispatch left out entirely, by reason.", ["reason"])
 HOUR, DAY = 3600.0, 86400.0
 TIME_TO_ACCEPT = Histogram(

@@ -7,7 +7,14 @@ from django.db.models import F, Q
 
 from fleet.core.models import choices_check, new_uuid
 from fleet_rules.attempts import Outcomes
-from fleet_rules.vocabulary import ExecutionStatus, IsolationStatus, SupersedeReason, Verdict
+from fleet_rules.vocabulary import (
+    ExecutionStatus,
+    IsolationStatus,
+    RemedyOutcome,
+    SupersedeReason,
+    Verdict,
+    XidResolution,
+)
 
 SOURCE_KEY_PATTERN = r"^[0-9a-f]{64}$"
 
@@ -521,3 +528,40 @@ class FingerprintSnapshot(models.Model):
     def __str__(self) -> str:
         state = "current" if self.replaced_at is None else "replaced"
         return f"fingerprint {self.sha256[:12]} of {self.device_id} ({state})"
+
+
+class RemedyStep(models.Model):
+    """A step of the remediation ladder a device was asked to take (a GPU reset, a reboot) because a burn-in
+    window's events asked for it (`fleet_rules.xid_correlation`, `fleet_rules.remediation_ladder`): asked by
+    `asked_by`, taken by `job` (a `remediation` job, created when the job that saw the events ended), judged by
+    the burn-in after it (`judged_by`): cured, persisted or failed."""
+
+    id = models.UUIDField(primary_key=True, default=new_uuid, editable=False)
+    device = models.ForeignKey("inventory.Device", on_delete=models.CASCADE, related_name="remedy_steps")
+    step = models.CharField(max_length=16, choices=XidResolution.choices)
+    outcome = models.CharField(max_length=16, choices=RemedyOutcome.choices, default=RemedyOutcome.UNDER_WAY)
+    reason = models.TextField(help_text="Why it was asked, in the correlation rule's words.")
+    gpus = models.JSONField(default=list, blank=True, help_text="The PCI bus ids of the GPUs the events named.")
+    asked_by = models.ForeignKey(TestExecution, on_delete=models.SET_NULL, null=True, related_name="+")
+    job = models.ForeignKey("jobs.Job", on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    judged_by = models.ForeignKey(TestExecution, on_delete=models.SET_NULL, null=True, blank=True, related_name="+")
+    result = models.TextField(blank=True, default="", help_text="How it ended, in words.")
+    created_at = models.DateTimeField()
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["device", "created_at", "id"]
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(step__in=[XidResolution.RESET_GPU.value, XidResolution.REBOOT.value]),
+                name="burnin_remedystep_step_on_node",
+            ),
+            choices_check("outcome", RemedyOutcome, "burnin_remedystep_outcome_valid"),
+        ]
+        indexes = [
+            models.Index(F("device"), F("created_at").desc(), name="burnin_remedy_device_idx"),
+            models.Index(fields=["job"], name="burnin_remedy_job_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.step} of {self.device_id} ({self.outcome})"

@@ -20,6 +20,9 @@ __all__ = [
     "ERRORED",
     "WORKFLOWS",
     "Executor",
+    "Remedial",
+    "RemedyResult",
+    "RemedyRun",
     "Resumable",
     "RunLedger",
     "Target",
@@ -98,6 +101,34 @@ class Executor(Protocol):
 
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
         """Run `run` for the `attempt`-th time (1-based, per requirement and target) and report how it ended."""
+        ...
+
+
+@dataclass(frozen=True)
+class RemedyRun:
+    """A step of the service's remediation ladder on one device: a `remediation` job's `parameters.remedy`
+    (docs/remediation.md). The agent takes it before the job's burn-in runs again."""
+
+    step: str  # reset_gpu | reboot
+    target: Target
+    gpus: tuple[str, ...] = ()  # the PCI bus ids of the GPUs the events named
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class RemedyResult:
+    """How a step went: `ok`, or why not (the job then fails with it and runs no burn-in)."""
+
+    ok: bool
+    detail: str = ""
+
+
+@runtime_checkable
+class Remedial(Protocol):
+    """An executor that can take a step of the remediation ladder on a device."""
+
+    def remedy(self, run: RemedyRun, *, should_stop: Callable[[], bool] = lambda: False) -> RemedyResult:
+        """Take the step (reset the GPUs, reboot the node) and say how it went; never raises for a failing tool."""
         ...
 
 

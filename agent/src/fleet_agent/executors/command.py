@@ -32,6 +32,8 @@ from typing import IO, Any
 from fleet_agent.executors.base import (
     MAX_OUTPUT_BYTES,
     WORKFLOWS,
+    RemedyResult,
+    RemedyRun,
     Target,
     TestOutcome,
     TestRun,
@@ -40,6 +42,7 @@ from fleet_agent.executors.base import (
     utc_now,
 )
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, NOT_CONFIGURED, Phase, Reading, health_window
+from fleet_agent.executors.remedies import CommandRemedies
 from fleet_agent.executors.tooling import (
     CommandSpec,
     PreparedCommand,
@@ -92,6 +95,7 @@ class CommandExecutor:
         commands: Mapping[str, CommandSpec | Mapping[str, Any]],
         timeout_s: float = 7200,
         hardware_commands: Mapping[str, Any] | None = None,
+        remedy_commands: Mapping[str, Any] | None = None,
     ) -> None:
         """Check every spec up front, so a typo in the configuration stops the agent at start, not mid-job."""
         if timeout_s <= 0:
@@ -99,6 +103,13 @@ class CommandExecutor:
         self.timeout_s = float(timeout_s)
         self._commands: dict[str, PreparedCommand] = prepare_commands(commands)
         self.hardware = CommandHardware(hardware_commands or {})
+        self.remedies = CommandRemedies(
+            remedy_commands, lambda argv, stop, timeout, _target: _execute(argv, stop, timeout)
+        )
+
+    def remedy(self, run: RemedyRun, *, should_stop: Callable[[], bool] = lambda: False) -> RemedyResult:
+        """A step of the remediation ladder with `remedy_commands` (fleet_agent.executors.remedies)."""
+        return self.remedies.remedy(run, should_stop=should_stop)
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: a template can launch a collective over `{hostnames}`."""

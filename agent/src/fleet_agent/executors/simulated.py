@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from fleet_agent.executors import base
 from fleet_agent.executors.base import COMPLETED, WORKFLOWS, Target, TestOutcome, TestRun, errored, utc_now
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, health_window
 from fleet_agent.executors.simulated_amd import (
@@ -281,6 +282,10 @@ class SimulatedExecutor:
             case "transferbench-a2a" | "rccl-all-reduce":
                 return 300.0
         return 0.0
+
+    def remedy(self, run: base.RemedyRun, *, should_stop: Callable[[], bool] = lambda: False) -> base.RemedyResult:
+        """A step of the remediation ladder: the simulated node's transient faults are cured (its others stay)."""
+        return self.hardware.remedy(run)
 
     def run(self, run: TestRun, *, attempt: int, should_stop: Callable[[], bool] = lambda: False) -> TestOutcome:
         """Simulate one run; faults, values, errors and slowness follow from the seed (see module docstring)."""

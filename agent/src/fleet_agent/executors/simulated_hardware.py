@@ -14,7 +14,9 @@ device id, not of the seed, so an agent restarted with another seed still sees t
   the window), `slowdown` (HW slowdown active at the end of the window), `flap` (the first InfiniBand port's link
   went down and came back three times during the window: `link_downed` grows by 3) and `symbol` (its symbol errors
   grow by 1,200 and its receive errors by 40: a bad cable or transceiver). The burn-in tests of such a device still
-  pass: only the `health-window` test sees the fault.
+  pass: only the `health-window` test sees the fault. An `xid` fault persists whatever the node does;
+  `transient` (an Xid 95, or `transient=79` for another code) is logged until the node takes a step of the
+  remediation ladder (`remedy`: a GPU reset or a reboot cures it, as a transient fault would be).
 * **InfiniBand counters** (`ib_counters`) print as `grep -H .` over `/sys/class/infiniband/*/ports/*/counters/…`
   would, for every NIC of the class (RoCE ones too); each port starts from a small count of its own (a link that
   trained with a few symbol errors at installation), which a healthy window does not move.
@@ -36,7 +38,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from fleet_agent.executors.base import Target
+from fleet_agent.executors.base import RemedyResult, RemedyRun, Target
 from fleet_agent.executors.hardware import Phase, Reading
 from fleet_agent.executors.simulated_amd import AMD_CLASSES, amd_smi_metric, amd_smi_static, amdgpu_kernel_log
 from fleet_agent.parsers.ib_counters import IB_COUNTERS
@@ -53,7 +55,10 @@ __all__ = [
 
 #: The technician's log of swapped GPUs, in the agent's state directory.
 SIMULATED_SWAPS = "simulated-swaps.json"
-HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras", "flap", "symbol")
+#: The devices that took a ladder step, in the agent's state directory (beside `SIMULATED_SWAPS`).
+SIMULATED_REMEDIED = "simulated-remedied.json"
+HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras", "flap", "symbol", "transient")
+_CODED = {"xid": 79, "transient": 95}  # the kinds that take a code, and their default
 
 
 @dataclass(frozen=True)
@@ -76,9 +81,9 @@ def parse_health_faults(spec: str) -> dict[str, tuple[HealthFault, ...]]:
             raise ValueError(
                 f"health_faults: {entry!r} is not <hostname>:<kind> with kind one of {', '.join(HEALTH_FAULT_KINDS)}"
             )
-        if code and (kind != "xid" or not code.isdigit()):
-            raise ValueError(f"health_faults: {entry!r}: only xid takes a code (xid=79)")
-        faults.setdefault(device, []).append(HealthFault(kind, int(code) if code else (79 if kind == "xid" else None)))
+        if code and (kind not in _CODED or not code.isdigit()):
+            raise ValueError(f"health_faults: {entry!r}: only xid and transient take a code (xid=79)")
+        faults.setdefault(device, []).append(HealthFault(kind, int(code) if code else _CODED.get(kind)))
     return {device: tuple(entries) for device, entries in faults.items()}
 
 
@@ -147,6 +152,25 @@ class SimulatedHardware:
     ) -> None:
         self.health_faults = dict(health_faults or {})
         self.swaps_file = swaps_file
+        # devices that took a ladder step (their transient faults are gone), kept beside the swaps file
+        self.remedied_file = swaps_file.with_name(SIMULATED_REMEDIED) if swaps_file is not None else None
+        self._remedied: set[str] = set()
+
+    @property
+    def remedied(self) -> set[str]:
+        try:
+            kept = set(json.loads(self.remedied_file.read_text())) if self.remedied_file else set()
+        except (OSError, ValueError):
+            kept = set()
+        return kept | self._remedied
+
+    def remedy(self, run: RemedyRun) -> RemedyResult:
+        """The node takes a step of the remediation ladder: its transient faults are cured, its others stay."""
+        self._remedied.add(run.target.device_id)
+        if self.remedied_file is not None:
+            self.remedied_file.parent.mkdir(parents=True, exist_ok=True)
+            self.remedied_file.write_text(json.dumps(sorted(self.remedied | {run.target.device_id})))
+        return RemedyResult(True, f"simulated {run.step} of {run.target.hostname}")
 
     def read(
         self,
@@ -183,7 +207,10 @@ class SimulatedHardware:
         return Reading(None, f"the simulation cannot read {part}")
 
     def faults_of(self, target: Target) -> tuple[HealthFault, ...]:
-        return self.health_faults.get(target.device_id, ()) + self.health_faults.get(target.hostname, ())
+        faults = self.health_faults.get(target.device_id, ()) + self.health_faults.get(target.hostname, ())
+        if target.device_id in self.remedied:
+            return tuple(f for f in faults if f.kind != "transient")
+        return faults
 
     def swaps(self, target: Target) -> dict[int, int]:
         """GPU index → how many times it was replaced (`swaps_file`); none when the file is absent or unreadable."""
@@ -337,7 +364,7 @@ def _kernel_log(
     stamp = moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f+0000")
     pci = platform.bus_ids[0][4:-2].lower()  # 00000000:19:00.0 → 0000:19:00, as the driver prints it
     for fault in faults:
-        if fault.kind == "xid" and fault.code is not None:
+        if fault.kind in _CODED and fault.code is not None:
             meaning = FATAL_XID[fault.code].meaning if fault.code in FATAL_XID else "simulated GPU error"
             lines.append(
                 f"{stamp} {target.hostname} kernel: NVRM: Xid (PCI:{pci}): {fault.code}, pid='<unknown>', "

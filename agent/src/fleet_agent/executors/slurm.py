@@ -48,6 +48,8 @@ from typing import Any
 
 from fleet_agent.executors.base import (
     WORKFLOWS,
+    RemedyResult,
+    RemedyRun,
     RunLedger,
     Target,
     TestOutcome,
@@ -58,6 +60,7 @@ from fleet_agent.executors.base import (
 )
 from fleet_agent.executors.command import CommandHardware
 from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, health_window
+from fleet_agent.executors.remedies import SlurmRemedies
 from fleet_agent.executors.tooling import (
     CommandSpec,
     PreparedCommand,
@@ -182,6 +185,7 @@ class SlurmExecutor:
         ledger: RunLedger | None = None,
         environ: Mapping[str, str] | None = None,
         hardware_commands: Mapping[str, Any] | None = None,
+        remedy_commands: Mapping[str, Any] | None = None,
     ) -> None:
         if timeout_s <= 0:
             raise ValueError(f"command_timeout: must be positive, got {timeout_s}")
@@ -194,6 +198,12 @@ class SlurmExecutor:
         self._environ = dict(os.environ if environ is None else environ)
         self._output_dir = Path(settings.output_dir)
         self.hardware = CommandHardware(hardware_commands or {}, launcher=self._hardware_step, env=self._environ)
+        self.remedies = SlurmRemedies(self, remedy_commands)
+
+    def remedy(self, run: RemedyRun, *, should_stop: Callable[[], bool] = lambda: False) -> RemedyResult:
+        """A step of the remediation ladder: a GPU reset as a Slurm step on the node (`remedy_commands.reset_gpu`),
+        a reboot with `scontrol reboot ASAP` under the node gate's ownership rules (fleet_agent.executors.remedies)."""
+        return self.remedies.remedy(run, should_stop=should_stop)
 
     def workflows(self) -> list[dict[str, str]]:
         """Both burn-in workflows: a multi-node test is one step across the cohort's nodes."""

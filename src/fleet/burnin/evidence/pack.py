@@ -5,7 +5,8 @@ zip it in memory.
 Bounded whatever the device's past: the newest `Limits.executions_per_target` attempts of each
 failing target (the count of all of them is in the manifest), the newest `Limits.history` state
 changes, `Limits.repairs` repairs, `Limits.fingerprints` hardware fingerprints and
-`Limits.health_reports` executions with health evidence. Eleven queries
+`Limits.health_reports` executions with health evidence, and the remediation ladder's steps (the newest
+`Limits.health_reports`). Twelve queries
 (tests/burnin/test_evidence_pack.py holds the count equal for a device with 2 and with 30 executions a target).
 
 A repair's pack (`repair_id`) is the same pack as of the moment the repair was recorded: the
@@ -32,7 +33,7 @@ from rest_framework.utils.encoders import JSONEncoder  # what the API renders wi
 from fleet.burnin.certificates.signing import signing_key
 from fleet.burnin.execution_document import TestExecutionSerializer
 from fleet.burnin.fingerprints import fingerprint_history
-from fleet.burnin.models import CertificateKey, PolicyProgress, TestExecution
+from fleet.burnin.models import CertificateKey, PolicyProgress, RemedyStep, TestExecution
 from fleet.core.exceptions import NotFoundError
 from fleet.inventory.models import Device, Site, Topology
 from fleet.lifecycle.models import DeviceStateChange, Repair
@@ -108,6 +109,19 @@ def _health(device: Device, limits: rules.Limits, before: datetime | None = None
     )
     total = int(newest[0].total) if newest else 0  # type: ignore[attr-defined]
     return newest, total
+
+
+def _remedies(device: Device, limits: rules.Limits, before: datetime | None = None) -> list[rules.RemedyRecord]:
+    """The remediation ladder's steps the device took, oldest first (one query; the newest few)."""
+    newest = list(
+        RemedyStep.objects.filter(_before(before, "created_at"), device=device).order_by("-created_at", "-id")[
+            : limits.health_reports
+        ]
+    )
+    return [
+        rules.RemedyRecord(r.step, r.created_at, r.outcome, r.reason, r.result, r.finished_at, r.job_id)
+        for r in reversed(newest)
+    ]
 
 
 def _executions(
@@ -307,6 +321,7 @@ def evidence_pack_build(
         ],
         fingerprints_total=fingerprints.total,
         as_of=as_of,
+        remedies=_remedies(device, limits, before),
     )
     manifest = rules.canonical(document)
     key = signing_key()

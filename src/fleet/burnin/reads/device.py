@@ -16,7 +16,7 @@ from fleet.burnin.diagnosis.attempts import device_page_attempts
 from fleet.burnin.diagnosis.isolation import site_diagnoses
 from fleet.burnin.diagnosis.outliers import Group, device_outliers, site_outlier_groups
 from fleet.burnin.fingerprints import FingerprintHistory, fingerprint_history, read_after, snapshots_seen_since
-from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, TestExecution
+from fleet.burnin.models import DeviceDiagnosis, PolicyProgress, RemedyStep, TestExecution
 from fleet.burnin.reads.acceptance import Acceptance, acceptance
 from fleet.burnin.reads.cohorts import cohort_blockers
 from fleet.burnin.reads.outcomes import job_outcomes
@@ -238,6 +238,18 @@ class DevicePageRead:
     fingerprints: FingerprintHistory | None = None
     #: Each shown repair's parts against the first fingerprint read after it (repair id → checks).
     repair_checks: dict[UUID, list[PartCheck]] = field(default_factory=dict)
+    #: The remediation ladder's newest steps (docs/remediation.md), oldest first.
+    remedies: list[RemedyStep] = field(default_factory=list)
+
+
+#: How many of a device's remediation steps its page lists.
+REMEDIES_SHOWN = 10
+
+
+def device_remedies(device_id: UUID) -> list[RemedyStep]:
+    """The device's newest remediation ladder steps, oldest first (one query, bounded)."""
+    newest = list(RemedyStep.objects.filter(device_id=device_id).order_by("-created_at", "-id")[:REMEDIES_SHOWN])
+    return newest[::-1]
 
 
 #: How many of a device's windows with a fatal Xid its page lists.
@@ -270,8 +282,8 @@ def device_page(
 ) -> DevicePageRead:
     """The device page: the site, the device's detail (eight queries), its certificates (one, when
     asked), attempts (two), diagnoses (one), outliers (three), lifecycle (two), its windows with a
-    fatal Xid (one) and fingerprints (one, when asked; one more to check the shown repairs against
-    them)."""
+    fatal Xid (one), its remediation steps (one) and fingerprints (one, when asked; one more to check the shown
+    repairs against them)."""
     site = site_by_slug(slug)
     detail = device_detail(site, hostname)
     device = detail.device
@@ -287,6 +299,7 @@ def device_page(
         fatal_health=device_fatal_health(device.id),
         fingerprints=fingerprint_history(device.id) if with_fingerprints else None,
         repair_checks=repair_checks(device.id, lifecycle.repairs) if with_fingerprints else {},
+        remedies=device_remedies(device.id),
     )
 
 

@@ -27,7 +27,8 @@ from fleet_rules.explanations import (
     WORKFLOW_WORDS,
 )
 from fleet_rules.gpu_vendors import vendor_words
-from fleet_rules.vocabulary import DeviceState, ExclusionReason, SkipReason, Verdict
+from fleet_rules.remediation_ladder import OUTCOME_WORDS, STEP_NAMES
+from fleet_rules.vocabulary import DeviceState, ExclusionReason, RemedyOutcome, SkipReason, Verdict, XidResolution
 
 register = template.Library()
 
@@ -36,6 +37,18 @@ register = template.Library()
 def gpu_vendor_words(vendor: str) -> str:
     """`AMD GPUs`: a class's vendor as pages name it (`fleet_rules.gpu_vendors.vendor_words`)."""
     return vendor_words(vendor)
+
+
+@register.filter
+def step_words(step: str) -> str:
+    """`GPU reset`: a remediation ladder step as pages name it."""
+    return STEP_NAMES.get(XidResolution(step), step) if step in XidResolution.values else step
+
+
+@register.filter
+def outcome_words(outcome: str) -> str:
+    """`✓ cured`: a remediation step's outcome with its sign."""
+    return OUTCOME_WORDS[RemedyOutcome(outcome)] if outcome in RemedyOutcome.values else outcome
 
 
 @register.filter
