@@ -47,7 +47,9 @@ def test_a_node_someone_else_drained_is_never_rebooted(clean: Slurm, tmp_path: P
 
 def test_a_burn_in_node_is_rebooted_asap_with_the_gates_reason(clean: Slurm, tmp_path: Path) -> None:
     # a job holds n1, so the reboot waits for it (ASAP: drained meanwhile) and can be cancelled before it runs
-    held = clean.command("sbatch", "--parsable", "--nodelist=n1", "--wrap", "sleep 120")
+    held = clean.command(
+        "sbatch", "--parsable", "--nodelist=n1", f"--output={tmp_path / 'held.out'}", "--wrap", "sleep 120"
+    )
     assert held.returncode == 0, held.stderr
     job = held.stdout.strip().split(";")[0]
     try:
