@@ -394,10 +394,10 @@ def _newest(facts: FactsRow) -> Newest | None:
     return Newest(digest, serial, current)
 
 
-def _load(device_ids: Iterable[UUID], topology_ids: Iterable[UUID]) -> dict[UUID, DeviceLoad]:
-    """One query: the touched devices, every requirement of their policies with the projection
-    row, execution, evaluation and threshold rules that judge it, and their newest certificate."""
-    params = {"devices": id_text(device_ids), "topologies": id_text(topology_ids)}
+def _load(params: dict[str, str]) -> dict[UUID, DeviceLoad]:
+    """One query: the touched devices (`params`: their ids as `id_text`), every requirement of
+    their policies with the projection row, execution, evaluation and threshold rules that judge
+    it, and their newest certificate."""
     with bulk_read_cursor() as cursor:
         rows = FACTS.rows(cursor, params)
     loads: dict[UUID, DeviceLoad] = {}
@@ -472,12 +472,13 @@ def certificates_refresh(
     devices, topologies = list(set(device_ids)), list(set(topology_ids))
     if not devices and not topologies:
         return IssuanceCounts(0, 0)
+    touched = {"devices": id_text(devices), "topologies": id_text(topologies)}  # written once, sent twice
     with connection.cursor() as cursor:
-        LOCK.one(cursor, {"devices": id_text(devices), "topologies": id_text(topologies)})
+        LOCK.one(cursor, touched)
     # After the lock: a concurrent refresh of these devices has committed, and this one's clock
     # and reads come after it.
     now = now or timezone.now()
-    loads = _load(devices, topologies)
+    loads = _load(touched)
     supersede: list[Supersession] = []
     issue: list[tuple[DeviceLoad, Newest | None]] = []
     for load in loads.values():
