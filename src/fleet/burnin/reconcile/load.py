@@ -448,8 +448,10 @@ def count_targets(scope: ReconcileScope) -> int:
     )
 
 
-@dataclass(frozen=True)
-class TargetRow:
+class TargetRow(NamedTuple):
+    """A target of the page with its evidence and stored row. A named tuple: one is built per
+    target, and a frozen dataclass costs 2.5× as much to build (`fleet_rules.verdicts`)."""
+
     requirement_id: UUID
     requirement_name: str
     gate: str
@@ -489,41 +491,52 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
     with bulk_read_cursor() as cursor:
         rows = PAGE.shape((branches, counts_prior)).rows(cursor, params)
     targets: list[TargetRow] = []
+    append = targets.append
     in_range: list[int] = []
     stored_ids: set[int] = set()
     for row in rows:
         if row.kind == 1:
             in_range = row.orphan_ids or []
             continue
-        runs = zip(
-            row.prior_statuses or (),
-            row.prior_passed or (),
-            row.prior_current or (),
-            row.prior_materialised or (),
-            strict=True,
+        requirement_id = row.requirement_id
+        statuses = row.prior_statuses  # null for a requirement whose k is 1: no runs to zip
+        prior = (
+            tuple(
+                map(
+                    PriorRun._make,
+                    zip(
+                        statuses,
+                        row.prior_passed or (),
+                        row.prior_current or (),
+                        row.prior_materialised or (),
+                        strict=True,
+                    ),
+                )
+            )
+            if statuses
+            else ()
         )
-        prior = tuple(PriorRun(*run) for run in runs)
-        gate = gates[row.requirement_id]
-        valid_for = valid_fors[row.requirement_id]
+        gate = gates[requirement_id]
         finished = row.execution_finished_at
-        expires_at = finished + valid_for if valid_for is not None and finished is not None else None
-        evidence = (
-            Evidence(
-                row.execution_id,
+        execution_id = row.execution_id
+        evidence = None
+        if execution_id is not None:
+            valid_for = valid_fors[requirement_id]
+            evidence = Evidence(
+                execution_id,
                 row.execution_status,
                 row.execution_updated_at,
                 row.evaluation_passed,
                 row.evaluation_key,
                 row.evaluation_for,
                 row.evaluation_at,
-                expires_at,
+                finished + valid_for if valid_for is not None and finished is not None else None,
             )
-            if row.execution_id is not None
-            else None
-        )
-        in_scope = bool(row.stored_same_scope) and row.stored_gate == gate
+        stored_id = row.stored_id
         stored = None
-        if row.stored_id is not None:
+        in_scope = False
+        if stored_id is not None:
+            in_scope = bool(row.stored_same_scope) and row.stored_gate == gate
             stored = StoredRow(
                 row.stored_verdict,
                 row.stored_execution_id,
@@ -532,11 +545,10 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
                 row.stored_watermark,
                 in_scope,
             )
-            stored_ids.add(row.stored_id)
-        in_scope = in_scope and row.stored_id is not None
-        targets.append(
+            stored_ids.add(stored_id)
+        append(
             TargetRow(
-                row.requirement_id,
+                requirement_id,
                 row.requirement_name,
                 gate,
                 row.target_id,
@@ -548,7 +560,7 @@ def load_page(scope: ReconcileScope, after: tuple[str, UUID] | None, limit: int)
                 row.k,
                 bool(row.latest_counts),
                 prior,
-                row.execution_finished_at,
+                finished,
             )
         )
     # Every fetched target counts (the one past the page too, as the range is bounded by the page).

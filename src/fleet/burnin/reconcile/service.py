@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -18,7 +18,7 @@ from django.utils.dateparse import parse_datetime
 from fleet.burnin import metrics
 from fleet.burnin.certificates.issuance import certificates_refresh
 from fleet.burnin.reconcile.load import ReconcileScope, TargetRow, count_targets, load_page, reconcile_scope_load
-from fleet.burnin.reconcile.write import Stored, SweepRecord, cleanup, page_write, sweep_record
+from fleet.burnin.reconcile.write import SweepRecord, Written, cleanup, page_write, sweep_record
 from fleet.burnin.repair_due import FailureCount, counted_failures_judge
 from fleet.core.cursors import cursor_decode, cursor_encode
 from fleet.inventory.identity import Actor
@@ -112,12 +112,12 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
     page = ReconcilePage(target_count=state.target_count)
 
     to_store: list[tuple[TargetRow, Derived]] = []
-    intended_writes: set[tuple[UUID, UUID]] = set()
     kept_in_scope = 0  # stored rows of this scope the page leaves as they are
     now = timezone.now()  # a pass older than its requirement's `evidence_valid_for` is expired
+    current_keys, version = scope.current_keys, scope.policy.version
     for target in targets:
         derived = require_consecutive(
-            derive_verdict(target.evidence, scope.current_keys[target.requirement_id], now=now),
+            derive_verdict(target.evidence, current_keys[target.requirement_id], now=now),
             k=target.consecutive_passes,
             latest_counts=target.latest_counts,
             prior=target.prior,
@@ -126,17 +126,16 @@ def progress_reconcile_page(*, scope: ReconcileScope, limit: int, cursor: str | 
             page.deferred += 1
             kept_in_scope += target.stored_in_scope
             continue
-        action = decide_row(derived, target.stored, policy_version=scope.policy.version)
+        action = decide_row(derived, target.stored, policy_version=version)
         if action is not RowAction.WRITE:  # the same state, or a fresher one a concurrent sweep stored
             page.unchanged += 1
             kept_in_scope += target.stored_in_scope
             continue
         to_store.append((target, derived))
-        intended_writes.add((target.requirement_id, target.target_id))
-    stored = page_write(scope, to_store, orphans=loaded.orphans, started_at=state.started_at)
-    _certificates_refresh(scope, to_store, stored)
-    page.written = len(intended_writes & stored.keys())
-    page.unchanged += len(intended_writes - stored.keys())
+    written = page_write(scope, to_store, orphans=loaded.orphans, started_at=state.started_at)
+    _certificates_refresh(scope, written)
+    page.written = len(written.rows)
+    page.unchanged += len(to_store) - len(written.rows)
 
     tallies = dict(state.tallies)
     tallies["written"] += page.written
@@ -173,17 +172,14 @@ def _page_counted(scope: ReconcileScope, page: ReconcilePage) -> None:
     )
 
 
-def _certificates_refresh(
-    scope: ReconcileScope, to_store: list[tuple[TargetRow, Derived]], stored: Mapping[tuple[UUID, UUID], Stored]
-) -> None:
+def _certificates_refresh(scope: ReconcileScope, written: Written) -> None:
     """Issue or supersede the certificates of the devices whose rows this page wrote (of a
     topology row: every device in the topology), and send to repair the devices whose targets it
     wrote as failed too often (their failures counted by the write itself), in the page's
     transaction."""
-    written = [(target, derived) for target, derived in to_store if (target.requirement_id, target.target_id) in stored]
     certificates_refresh(
-        device_ids={t.device_id for t, _ in written if t.device_id is not None},
-        topology_ids={t.topology_id for t, _ in written if t.topology_id is not None},
+        device_ids={t.device_id for t, _ in written.rows if t.device_id is not None},
+        topology_ids={t.topology_id for t, _ in written.rows if t.topology_id is not None},
     )
     counted_failures_judge(
         FailureCount(
@@ -193,10 +189,10 @@ def _certificates_refresh(
             failures=failures,
             repair_after_failures=scope.policy.repair_after_failures,
             last_execution_id=d.execution_id,
-            repaired_at=stored[(t.requirement_id, t.target_id)].repaired_at,
+            repaired_at=repaired_at,
         )
-        for t, d in written
-        if t.device_id is not None and (failures := stored[(t.requirement_id, t.target_id)].failures) is not None
+        for t, d, failures, repaired_at in written.failed
+        if t.device_id is not None
     )
 
 

@@ -4,10 +4,11 @@ end-of-sweep cleanup, and the scope's sweep record."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
-from uuid import UUID, uuid4
+from uuid import uuid4
 
 from django.conf import settings
 from django.db import connection
@@ -16,7 +17,7 @@ from django.utils import timezone
 from fleet.burnin.fragments import target_history_sql
 from fleet.burnin.reconcile.load import IN_SCOPE, SCOPE_DEVICE, SCOPE_TOPOLOGY, ReconcileScope, TargetRow, scope_params
 from fleet.burnin.tables import sql
-from fleet.core.rows import recordset, text_or_none
+from fleet.core.rows import recordset
 from fleet.core.statements import NoRow, Statement
 from fleet.lifecycle.models import Repair
 from fleet.policies.models import AcceptancePolicy
@@ -26,15 +27,29 @@ from fleet_rules.vocabulary import RequirementScope, Verdict
 logger = logging.getLogger("fleet.reconcile")
 
 
-class Stored(NamedTuple):
-    """A (requirement, target) pair the upsert stored and, for a device's target it stored as failed,
-    its failures that count toward repair (`fragments.target_history_sql`) and when the device was
-    last repaired: what `repair_due` judges, read by the write itself instead of a statement more."""
+class Kept(NamedTuple):
+    """A row of the page the upsert did not store (a fresher row stands: `stored` false) or stored
+    as failed for a device (`failures`, its failures that count toward repair,
+    `fragments.target_history_sql`, and `repaired_at`, the device's last repair: what `repair_due`
+    judges, read by the write itself instead of a statement more), by its `position` among the rows
+    sent. The upsert names no other row: every row it stored as anything else needs nothing more."""
 
-    requirement_id: UUID
-    target_id: UUID
+    position: int
+    stored: bool
     failures: int | None
     repaired_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Written:
+    """What a page's write stored: its rows (target and derivation, in the page's order), and of
+    those, the device targets stored as failed with their counted failures and last repair."""
+
+    rows: list[tuple[TargetRow, Derived]]
+    failed: list[tuple[TargetRow, Derived, int, datetime | None]]
+
+
+NOTHING_WRITTEN = Written([], [])
 
 
 def _scope_example() -> dict[str, object]:
@@ -50,14 +65,17 @@ def _scope_example() -> dict[str, object]:
 
 
 #: The page's rows, each with what its target's history says (`fragments.target_history_sql`: one
-#: pass over its counted attempts, with the device's last repair probed once), upserted; the
-#: (requirement, target) pairs stored are returned with, for a device's target stored as failed,
-#: its counted failures and last repair (what `repair_due` judges). The execution's finish time
-#: comes with the row (the page read it with the execution). Before, the outcomes and the failures
-#: each read the history, the outcomes probed the repairs and the policy once per attempt, and
-#: the finish time was a probe per row: 30,400 of a page's 43,400 buffers at 8 attempts per target.
-#: Per first sweep of the bench fleet, shared buffers 180,234 → 157,348 at one attempt per target
-#: and 516,300 → 254,469 at eight; backend CPU 184 → 163 ms at one (bench/explain.py, bench/README.md).
+#: pass over its counted attempts, with the device's last repair probed once), upserted; returned
+#: are the rows it did not store and the device targets it stored as failed, with their counted
+#: failures and last repair (what `repair_due` judges), each by its position among the rows sent
+#: (`Kept`). The execution's finish time comes with the row (the page read it with the execution).
+#: Before, the outcomes and the failures each read the history, the outcomes probed the repairs and
+#: the policy once per attempt, and the finish time was a probe per row: 30,400 of a page's 43,400
+#: buffers at 8 attempts per target. Per first sweep of the bench fleet, shared buffers 180,234 →
+#: 157,348 at one attempt per target and 516,300 → 254,469 at eight; backend CPU 184 → 163 ms at one
+#: (bench/explain.py, bench/README.md). It returned every pair it stored, which the page then
+#: hashed by (requirement, target) twice: 500 rows of two uuids to parse, and a dict of them to
+#: build and probe, on every page of a first sweep for the few it needs.
 UPSERT = Statement(
     "burnin.reconcile.upsert",
     sql(
@@ -65,9 +83,9 @@ UPSERT = Statement(
 WITH marked AS (
     UPDATE {progress} SET missing_in_sweep = %(started_at)s WHERE id = ANY(%(orphans)s::bigint[])
 ), source AS MATERIALIZED (
-    SELECT u.r, u.g, u.d, u.t, u.v, u.x, u.f, u.k, u.w, h.outcomes, h.failures, rp.repaired_at
+    SELECT u.i, u.r, u.g, u.d, u.t, u.v, u.x, u.f, u.k, u.w, h.outcomes, h.failures, rp.repaired_at
     FROM jsonb_to_recordset(%(rows)s::jsonb)
-        AS u(r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, f timestamptz, k varchar, w timestamptz)
+        AS u(i int, r uuid, g varchar, d uuid, t uuid, v varchar, x uuid, f timestamptz, k varchar, w timestamptz)
     JOIN {policy} pol ON pol.id = %(policy)s
     LEFT JOIN LATERAL (SELECT max(rp.created_at) AS repaired_at FROM {repair} rp WHERE rp.device_id = u.d) rp ON true
     CROSS JOIN LATERAL {history} h
@@ -96,17 +114,18 @@ WITH marked AS (
     WHERE p.watermark IS NULL OR (EXCLUDED.watermark IS NOT NULL AND p.watermark <= EXCLUDED.watermark)
     RETURNING p.requirement_id, p.target_id
 )
-SELECT i.requirement_id, i.target_id,
+SELECT s.i AS position, i.requirement_id IS NOT NULL AS stored,
     CASE WHEN s.v = {failed} AND s.d IS NOT NULL THEN s.failures END AS failures,
     CASE WHEN s.v = {failed} AND s.d IS NOT NULL THEN s.repaired_at END AS repaired_at
-FROM stored i JOIN source s ON s.r = i.requirement_id AND COALESCE(s.d, s.t) = i.target_id
+FROM source s LEFT JOIN stored i ON i.requirement_id = s.r AND i.target_id = COALESCE(s.d, s.t)
+WHERE i.requirement_id IS NULL OR (s.v = {failed} AND s.d IS NOT NULL)
 """,
         failed=f"'{Verdict.FAILED.value}'",
         policy=AcceptancePolicy._meta.db_table,
         repair=Repair._meta.db_table,
         history=target_history_sql("u.r", "u.d", "u.t", "pol.version_changed_at", "rp.repaired_at"),
     ),
-    Stored,
+    Kept,
     example=lambda: (
         _scope_example()
         | {
@@ -122,32 +141,45 @@ FROM stored i JOIN source s ON s.r = i.requirement_id AND COALESCE(s.d, s.t) = i
 )
 
 
-def _row(target: TargetRow, derived: Derived) -> dict[str, str | None]:
-    watermark = derived.watermark
-    return {
-        "r": str(target.requirement_id),
-        "g": target.gate,
-        "d": text_or_none(target.device_id),
-        "t": text_or_none(target.topology_id),
-        "v": derived.verdict,
-        "x": text_or_none(derived.execution_id),
+def _rows(rows: list[tuple[TargetRow, Derived]]) -> Iterator[dict[str, object]]:
+    """The rows as `UPSERT` reads them, each with its position (what `Kept` names it by). The uuids
+    go as their 32 hex digits (PostgreSQL reads a uuid without its hyphens), a third of the
+    Python's `str` (0.6 µs each here), and each requirement's id once a page: this is most of the
+    client's time on a first sweep's write (2.9 → 2.3 ms a page of 476 rows)."""
+    requirement_ids: dict[str, str] = {}
+    for position, (target, derived) in enumerate(rows):
+        name = target.requirement_name
+        requirement_id = requirement_ids.get(name)
+        if requirement_id is None:
+            requirement_id = requirement_ids[name] = target.requirement_id.hex
+        device, topology = target.device_id, target.topology_id
+        execution, watermark = derived.execution_id, derived.watermark
         # The verdict's execution is always the target's latest, read with the page.
-        "f": None if derived.execution_id is None or target.finished_at is None else target.finished_at.isoformat(),
-        "k": derived.source_key,
-        "w": None if watermark is None else watermark.isoformat(),
-    }
+        finished = None if execution is None else target.finished_at
+        yield {
+            "i": position,
+            "r": requirement_id,
+            "g": target.gate,
+            "d": None if device is None else device.hex,
+            "t": None if topology is None else topology.hex,
+            "v": derived.verdict,
+            "x": None if execution is None else execution.hex,
+            "f": None if finished is None else finished.isoformat(),
+            "k": derived.source_key,
+            "w": None if watermark is None else watermark.isoformat(),
+        }
 
 
 def page_write(
     scope: ReconcileScope, rows: list[tuple[TargetRow, Derived]], *, orphans: list[int], started_at: datetime
-) -> dict[tuple[UUID, UUID], Stored]:
+) -> Written:
     """One statement: upsert `rows`, where a row holding a newer watermark than ours is left
     alone (a concurrent, fresher reconcile wrote it); and stamp `orphans`, the rows whose target
     left the scope, with this sweep's start, so its final page decides (under the guard) whether
-    they go. Returns the (requirement, target) pairs actually stored, with their failure counts. A
-    page with neither (every page of a steady sweep) sends nothing: 1 ms of its 22."""
+    they go. Returns the rows actually stored, and the device targets stored as failed with their
+    failure counts. A page with neither (every page of a steady sweep) sends nothing: 1 ms of its 22."""
     if not rows and not orphans:
-        return {}
+        return NOTHING_WRITTEN
     now = timezone.now()
     site, satellite, rc = scope.row_scope
     params = {
@@ -160,10 +192,15 @@ def page_write(
         "policy": scope.policy.id,
         "reconciled_at": now,
         "created_at": now,
-        "rows": recordset(_row(target, derived) for target, derived in rows),
+        "rows": recordset(_rows(rows)),
     }
     with connection.cursor() as cursor:
-        return {(stored.requirement_id, stored.target_id): stored for stored in UPSERT.rows(cursor, params)}
+        kept = UPSERT.rows(cursor, params)
+    not_stored = {k.position for k in kept if not k.stored}
+    return Written(
+        [row for position, row in enumerate(rows) if position not in not_stored] if not_stored else rows,
+        [(*rows[k.position], k.failures, k.repaired_at) for k in kept if k.stored and k.failures is not None],
+    )
 
 
 #: The distinct requirements of the scope's rows: a loose index scan (one probe per requirement
