@@ -313,7 +313,7 @@ SELECT {outcome} FROM outcome o
             )
         ),
         completed=class_completed_sql("inserted"),
-        # Each class this statement completes is an event (once: see `COMPLETED`).
+        # Each class this statement completes is an event (once: see `class_completed_sql`).
         completed_events=class_events_sql(
             sql(
                 """(SELECT k.site_id, k.site_slug, k.resource_class, '{event_type}' AS event_type,
