@@ -7,9 +7,12 @@ different state or verdict; a test holds each fragment to its Python form over a
 
 from __future__ import annotations
 
+from fleet.burnin.models import AcceptanceCertificate
 from fleet.burnin.tables import sql
+from fleet.inventory.models import Site
 from fleet.lifecycle.models import Repair
 from fleet_rules.attempts import Outcomes
+from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.vocabulary import ExecutionStatus, RequirementScope, Verdict
 
 _SINGLE_NODE = f"'{RequirementScope.SINGLE_NODE.value}'"
@@ -148,4 +151,50 @@ def target_history_sql(requirement: str, device: str, topology: str, since: str,
         f=str(int(Outcomes.FAILED)),
         failure=_failure_sql("x", "ev"),
         counted=counted_since_sql("x", since, repaired_at),
+    )
+
+
+def class_completed_sql(issued: str) -> str:
+    """The (site, resource class) scopes a statement's certificate insert completes (the class is
+    **fully accepted**: every enrolled device holds a valid certificate), for its `class.accepted`
+    events; `issued` names the CTE of the certificates it inserted (`device_id`, `site_id`,
+    `resource_class`, `previous_id`). Columns `site_id`, `site_slug`, `resource_class`, `devices` (the
+    class's enrolled devices), `certificates` (issued in it by the statement).
+
+    A scope counts when a device the statement certified held no valid certificate when the page
+    began (a renewal — the previous certificate superseded by this page at `%(now)s` while still
+    valid — leaves its class as it was) and every other enrolled device of it holds a valid
+    certificate (`valid_now`: current, not past its `valid_until`). The statement's snapshot cannot
+    see a concurrent page's certificates, so pages issuing in one class take its acceptance lock first
+    (`fleet.burnin.supersession.supersede_run`'s `issuing_in`, a statement before): the later page
+    sees the earlier one's, and of two pages finishing a class exactly one finds it complete. The
+    scan stops at the class's first device without a valid certificate; only a class found complete
+    is counted whole."""
+    return sql(
+        """
+    SELECT k.site_id, s.slug AS site_slug, k.resource_class,
+           (SELECT count(*) FROM {device} e
+            WHERE e.site_id = k.site_id AND e.resource_class = k.resource_class AND {enrolled_e}) AS devices,
+           k.certificates
+    FROM (
+        SELECT i.site_id, i.resource_class, count(*) AS certificates FROM {issued} i
+        LEFT JOIN {certificate} p ON p.serial = i.previous_id
+        WHERE p.serial IS NULL OR p.superseded_at IS DISTINCT FROM %(now)s
+           OR (p.valid_until IS NOT NULL AND p.valid_until <= %(now)s)
+        GROUP BY i.site_id, i.resource_class
+    ) k
+    JOIN {site} s ON s.id = k.site_id
+    WHERE NOT EXISTS (
+        SELECT 1 FROM {device} o
+        WHERE o.site_id = k.site_id AND o.resource_class = k.resource_class AND {enrolled_o}
+          AND NOT EXISTS (SELECT 1 FROM {issued} n WHERE n.device_id = o.id)
+          AND NOT EXISTS (
+              SELECT 1 FROM {certificate} c WHERE c.device_id = o.id AND c.superseded_at IS NULL
+                AND (c.valid_until IS NULL OR c.valid_until > %(now)s))
+    )""",
+        issued=issued,
+        site=Site._meta.db_table,
+        certificate=AcceptanceCertificate._meta.db_table,
+        enrolled_e=enrolled_sql("e"),
+        enrolled_o=enrolled_sql("o"),
     )

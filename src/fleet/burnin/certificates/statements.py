@@ -11,7 +11,7 @@ from uuid import UUID
 
 from django.utils import timezone
 
-from fleet.burnin.fragments import acceptable_sql, requirement_target_sql
+from fleet.burnin.fragments import acceptable_sql, class_completed_sql, requirement_target_sql
 from fleet.burnin.models import AcceptanceCertificate, CertificateKey, FingerprintSnapshot
 from fleet.burnin.tables import sql
 from fleet.core.locks import locked_sql
@@ -35,7 +35,7 @@ from fleet_rules.eligibility import enrolled_sql
 from fleet_rules.lifecycle import allowed_sources
 from fleet_rules.vocabulary import DeviceState, EventType, Mover, TransitionCause
 
-__all__ = ["COMPLETED", "FACTS", "ISSUE", "LOCK", "FactsRow", "IssuedOrMoved", "Locked", "move_columns"]
+__all__ = ["FACTS", "ISSUE", "LOCK", "FactsRow", "IssuedOrMoved", "Locked", "move_columns"]
 
 
 def move_columns(lifted: list[Move], now: datetime) -> dict[str, Any]:
@@ -248,44 +248,6 @@ LOCK = Statement(
 )
 
 
-#: The (site, resource class) scopes the issue statement completes: those where a device it issued a
-#: certificate to held no valid one when the page began (a renewal — the previous certificate
-#: superseded by this page, `%(now)s`, while still valid — leaves its class as it was), and where
-#: every other enrolled device holds a valid certificate (`valid_now`: current, not past its
-#: `valid_until`). The statement's snapshot cannot see a concurrent page's certificates, so the pages
-#: issuing in one class take its acceptance lock first (`supersede_run`'s `issuing_in`, a statement
-#: before this one): the later page sees the earlier one's, and of two pages finishing a class exactly
-#: one finds it complete. The scan stops at the class's first device without a valid certificate;
-#: only a class found complete is counted whole.
-COMPLETED = sql(
-    """
-    SELECT k.site_id, s.slug AS site_slug, k.resource_class,
-           (SELECT count(*) FROM {device} e
-            WHERE e.site_id = k.site_id AND e.resource_class = k.resource_class AND {enrolled_e}) AS devices,
-           k.certificates
-    FROM (
-        SELECT i.site_id, i.resource_class, count(*) AS certificates FROM inserted i
-        LEFT JOIN {certificate} p ON p.serial = i.previous_id
-        WHERE p.serial IS NULL OR p.superseded_at IS DISTINCT FROM %(now)s
-           OR (p.valid_until IS NOT NULL AND p.valid_until <= %(now)s)
-        GROUP BY i.site_id, i.resource_class
-    ) k
-    JOIN {site} s ON s.id = k.site_id
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {device} o
-        WHERE o.site_id = k.site_id AND o.resource_class = k.resource_class AND {enrolled_o}
-          AND NOT EXISTS (SELECT 1 FROM inserted n WHERE n.device_id = o.id)
-          AND NOT EXISTS (
-              SELECT 1 FROM {certificate} c WHERE c.device_id = o.id AND c.superseded_at IS NULL
-                AND (c.valid_until IS NULL OR c.valid_until > %(now)s))
-    )""",
-    site=Site._meta.db_table,
-    certificate=AcceptanceCertificate._meta.db_table,
-    enrolled_e=enrolled_sql("e"),
-    enrolled_o=enrolled_sql("o"),
-)
-
-
 #: The signing key's public half is recorded by the statement that first uses it; a concurrent
 #: sweep (another satellite's scope touching the same device) that issued first wins: the partial
 #: unique index on current certificates turns ours into a no-op.
@@ -356,8 +318,8 @@ SELECT {outcome} FROM outcome o
                 site=Site._meta.db_table,
             )
         ),
-        completed=COMPLETED,
-        # Each class this statement completes is an event (once: see `COMPLETED`).
+        completed=class_completed_sql("inserted"),
+        # Each class this statement completes is an event (once: see `class_completed_sql`).
         completed_events=class_events_sql(
             sql(
                 """(SELECT k.site_id, k.site_slug, k.resource_class, '{event_type}' AS event_type,
