@@ -68,7 +68,11 @@ def start_server(env: dict[str, str] | None = None, workers: int = 1) -> tuple[s
     """Run `fleet serve` on a free port; returns the process and its base URL once it answers.
 
     Its output goes to a file, never a pipe: the server logs a JSON line per request, and a pipe
-    nobody reads fills (64 KiB) and then blocks every worker in its next log write."""
+    nobody reads fills (64 KiB) and then blocks every worker in its next log write.
+
+    It is ready when `/healthz` answers (the application is loaded; no database, no work). Asking
+    for `/api/schema/` instead made every server start generate the schema (about a second alone,
+    5 to 6 s on a loaded machine, and again on a retry reaching the other worker) for nothing."""
     port = free_port()
     log = tempfile.NamedTemporaryFile("w+", prefix="fleet-serve-", suffix=".log", delete=False)  # noqa: SIM115
     process = subprocess.Popen(
@@ -87,7 +91,7 @@ def start_server(env: dict[str, str] | None = None, workers: int = 1) -> tuple[s
         if process.poll() is not None:
             raise RuntimeError(f"fleet serve exited early:\n{server_output(process)}")
         try:
-            httpx.get(f"{base}/api/schema/?format=json", timeout=2)
+            httpx.get(f"{base}/healthz", timeout=2)
             return process, base
         except httpx.TransportError:
             time.sleep(0.2)
