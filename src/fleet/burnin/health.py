@@ -221,11 +221,12 @@ def _step_ask(step: RemedyStep) -> None:
         return
     device = step.device
     job = seen.job
+    parameters: dict[str, Any]
     if seen.topology_id is not None:
         # a collective's member: the collective cannot run on one node; the device's single-node burn-in runs
         # again, each requirement with the parameters it last ran with
         last = (
-            TestExecution.objects.filter(device_id=device.id, diagnostic=False)
+            TestExecution.objects.filter(device_id=device.id, diagnostic=False, requirement__retired_at__isnull=True)
             .order_by("requirement_id", "-created_at")
             .distinct("requirement_id")
             .select_related("requirement")
