@@ -159,7 +159,7 @@ def test_health_faults_are_checked_when_the_configuration_loads() -> None:
     with pytest.raises(ConfigError, match="health_faults: 'a01-n01:fire' is not"):
         load_config({"api": "http://x", "site": "s", "satellite": "t", "client_id": "i", "client_secret": "c",
                      "health_faults": "a01-n01:fire"}, environ={})  # fmt: skip
-    with pytest.raises(ConfigError, match="only xid and transient take a code"):
+    with pytest.raises(ConfigError, match="only xid, transient and crash take a code"):
         load_config({"api": "http://x", "site": "s", "satellite": "t", "client_id": "i", "client_secret": "c",
                      "health_faults": "a01-n01:ecc=3"}, environ={})  # fmt: skip
 

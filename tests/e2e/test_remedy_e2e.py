@@ -4,7 +4,9 @@
 * transient (`health_faults` `transient=95`: a reset cures it): the service asks for a reset, the agent takes it
   in a `remediation` job and runs the burn-in again, which passes; the device is never sent to repair;
 * persisting (`xid=95`): a reset, then a reboot, then `needs_repair` with the ladder in the reason, the repair
-  queue and the signed evidence pack.
+  queue and the signed evidence pack;
+* a job-wide burst (`crash`: an Xid 13 logged on every node of a rack during its collective): the workload's, the
+  collective's execution is errored "the workload crashed on 4 devices", no device moves, no step is asked.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ import zipfile
 
 import pytest
 
-from fleet.burnin.models import PolicyProgress, RemedyStep
+from fleet.burnin.models import PolicyProgress, RemedyStep, TestExecution
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job
-from fleet_rules.vocabulary import DeviceState, JobReason
+from fleet_rules.vocabulary import DeviceState, JobReason, WorkflowName
 from tests.burnin.test_evidence_pack import independent_verify
 from tests.e2e.conftest import sat_a_devices
 
@@ -84,3 +86,29 @@ def test_a_persisting_xid_takes_a_reset_then_a_reboot_then_goes_to_repair_with_t
         ("reset_gpu", "persisted"),
         ("reboot", "persisted"),
     ]
+
+
+def test_a_job_wide_burst_during_a_rack_collective_is_the_workloads_and_moves_no_device(stack):
+    rack = sat_a_devices()[:4]  # rack-a01
+    crash = ",".join(f"{d.hostname}:crash" for d in rack)  # an Xid 13 on every node, in the collective only
+    env = {"FLEET_AGENT_FAULTY_SHARE": "0", "FLEET_AGENT_HEALTH_FAULTS": crash}
+    stack.agent("once", **env)
+    stack.dispatch([d.id for d in rack])
+    stack.agent("once", **env)  # the single-node burn-in: their health windows log nothing
+    assert not RemedyStep.objects.exists()
+    collective = stack.dispatch([d.id for d in rack])
+    assert [j["workflow_name"] for j in collective["created_jobs"]] == [WorkflowName.MULTI_NODE_COLLECTIVE]
+
+    stack.agent("once", **env)  # the rack's collective: each node's kernel log of its window holds the Xid 13
+
+    (execution,) = TestExecution.objects.filter(topology__isnull=False)
+    assert execution.status == "errored"
+    assert execution.error == "the workload crashed on 4 devices (Xid 13)"
+    assert not RemedyStep.objects.exists()
+    assert not Job.objects.filter(reason=JobReason.REMEDIATION).exists()
+    assert set(Device.objects.filter(id__in=[d.id for d in rack]).values_list("state", flat=True)) == {
+        DeviceState.BURN_IN
+    }
+    for device in rack:
+        history = stack.operator.get(f"/api/v1/devices/{device.id}/history/").json()["results"]
+        assert not [c for c in history if c["to_state"] == "needs_repair"]

@@ -21,7 +21,7 @@ from fleet_agent import __version__, metrics
 from fleet_agent.client import ApiError, FleetClient
 from fleet_agent.config import AgentConfig
 from fleet_agent.executors.base import ERRORED, Executor, Resumable, TestOutcome, TestRun
-from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, JobHardware, job_start
+from fleet_agent.executors.hardware import HEALTH_WINDOW_TEST, HardwareSource, JobHardware, job_start, member_windows
 from fleet_agent.executors.remedies import remedy_take
 from fleet_agent.inventory_sweep import SweepReport, inventory_sweep
 from fleet_agent.node_gate import GateReport, SlurmGate, gate_sweep
@@ -411,6 +411,8 @@ class Agent:
         self.state.execution_started(execution_id, running)
         self.client.report_execution(execution_id, running)
         attempt = self.state.next_attempt(requirement["name"], target_id)
+        source: HardwareSource | None = getattr(self.executor, "hardware", None)
+        window_since = datetime.now(UTC)
         outcome = self.executor.run(
             TestRun(
                 requirement=requirement["name"],
@@ -429,6 +431,10 @@ class Agent:
         final = base | _final(outcome)
         if outcome.health is not None and self.config.report_hardware and not multi:
             final["health"] = outcome.health
+        if multi and source is not None and self.config.report_hardware:
+            # each member node's kernel-logged GPU events of the collective's window: the service judges them
+            # together (a code on most of the job's nodes is the workload's: docs/remediation.md)
+            final["member_health"] = member_windows(source, targets, window_since, datetime.now(UTC))
         self.client.report_execution(execution_id, final)
         self.state.execution_finished(execution_id)
         metrics.EXECUTIONS.labels(outcome.status).inc()

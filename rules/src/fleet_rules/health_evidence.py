@@ -33,6 +33,8 @@ __all__ = [
 #: How many events one report may carry, and how long each message may be: a window that logged
 #: more is a device in trouble whatever the rest says, and the first thousand prove it.
 MAX_EVENTS = 1000
+#: At most this many member nodes' windows in a multi-node execution's `member_health`.
+MAX_MEMBERS = 1024
 MAX_MESSAGE = 1000
 #: Xid codes are small (≤ ~200 today), SXid codes five digits; any code a 32-bit integer holds is
 #: kept (an unknown code is evidence too, and refusing it would refuse the report's fatal ones).

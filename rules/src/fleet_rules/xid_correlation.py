@@ -26,7 +26,7 @@ machine under test is hostile): "Xid 95 (Uncontained memory error) on GPU 0000:3
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -44,6 +44,7 @@ __all__ = [
     "Thresholds",
     "XidJudgement",
     "escalated",
+    "job_burst",
     "event_step",
     "xid_judge",
 ]
@@ -87,6 +88,15 @@ class JobBurst:
         n = self.logged_by.get((kind, code), 0)
         enough = n >= thresholds.burst_min_devices and n >= thresholds.burst_min_fraction * self.devices
         return self.devices > 1 and enough
+
+
+def job_burst(windows: Iterable[Sequence[XidEvent]], devices: int) -> JobBurst:
+    """The job's `JobBurst` from each of its devices' windows (a device counts once per code)."""
+    logged_by: dict[tuple[XidKind, int], int] = defaultdict(int)
+    for window in windows:
+        for key in {(e.kind, e.code) for e in window}:
+            logged_by[key] += 1
+    return JobBurst(devices, dict(logged_by))
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 from uuid import UUID
@@ -19,13 +19,15 @@ from django.db.models.functions import Greatest
 from django.utils import timezone
 
 from fleet.burnin.fingerprints import Observation, fingerprint_observe
-from fleet.burnin.health import fatal_xid_count, fatal_xids_judge
+from fleet.burnin.health import collective_burst, collective_xids_judge, fatal_xid_count, fatal_xids_judge
 from fleet.burnin.models import TestExecution
 from fleet.inventory.identity import Actor, ensure_reaches, reach
 from fleet.inventory.models import Device, Topology
 from fleet.jobs.models import Job
 from fleet.policies.models import Requirement
+from fleet_rules.health_evidence import XidEvent, xid_events
 from fleet_rules.vocabulary import FINISHED_EXECUTION_STATUSES, ExecutionStatus, RequirementScope
+from fleet_rules.xid_correlation import JobBurst
 
 #: Fields an agent may change by reporting again; everything else identifies the execution.
 MUTABLE_FIELDS = ("status", "parameters", "metrics", "error", "started_at", "finished_at", "job_id", "health")
@@ -49,6 +51,8 @@ class ExecutionReport:
     health: dict[str, Any] | None = None
     #: The device's hardware fingerprint (`fleet_rules.fingerprint`); single-device executions only.
     inventory: dict[str, Any] | None = None
+    #: Each member node's window of a multi-node execution (device id, validated health), or None.
+    member_health: list[tuple[UUID, dict[str, Any]]] | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +172,13 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
         raise ValidationError({"health": ["Health evidence belongs to a single device's execution, not a topology's."]})
     if report.inventory is not None and target.device is None:
         raise ValidationError({"inventory": ["Only a single-device execution (device_id) carries an inventory."]})
+    members = None
+    if report.member_health is not None:
+        if target.topology is None:
+            raise ValidationError(
+                {"member_health": ["Only a multi-node execution (topology_id) carries member_health."]}
+            )
+        report, members = _members_judged(report, target.topology)
     observation = (
         Observation.of(target.device.id, report.inventory, execution_id)
         if report.inventory is not None and target.device is not None
@@ -176,7 +187,32 @@ def execution_report(*, execution_id: UUID, report: ExecutionReport, actor: Acto
     outcome = _report(execution_id, report, target, reported_by, observation)
     if observation is not None:
         fingerprint_observe(observation, now=timezone.now())
+    if members is not None and (outcome.created or "status" in outcome.changed):  # a replay judges nothing again
+        collective_xids_judge(outcome.execution, *members)
     return outcome
+
+
+Members = tuple[list[Device], dict[UUID, list[XidEvent]], JobBurst]
+
+
+def _members_judged(report: ExecutionReport, topology: Topology) -> tuple[ExecutionReport, Members | None]:
+    """A finished multi-node execution's member windows judged together (docs/remediation.md): a burst errors the
+    execution with the workload's crash; the members that logged something of their own, with the windows and the
+    burst, for the ladder. Nothing for a running one. One statement."""
+    assert report.member_health is not None
+    devices = {d.id: d for d in Device.objects.filter(memberships__topology=topology)}
+    strangers = [str(device_id) for device_id, _ in report.member_health if device_id not in devices]
+    if strangers:
+        raise ValidationError(
+            {"member_health": [f"Not a member of topology {topology.label}: {', '.join(strangers[:5])}."]}
+        )
+    if report.status not in FINISHED_EXECUTION_STATUSES:
+        return report, None
+    windows = {device_id: xid_events(health) for device_id, health in report.member_health}
+    burst, crashed = collective_burst(windows, len(devices))
+    if crashed:
+        report = replace(report, status=ExecutionStatus.ERRORED, error=crashed)
+    return report, ([devices[i] for i, window in windows.items() if window], windows, burst)
 
 
 def _report(

@@ -29,6 +29,7 @@ from django.utils import timezone
 
 from fleet.burnin import metrics
 from fleet.burnin.models import RemedyStep, TestExecution
+from fleet.inventory.models import Device
 from fleet.jobs.models import Job
 from fleet.jobs.services import JobRefused, JobSpec, jobs_create
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
@@ -45,7 +46,7 @@ from fleet_rules.vocabulary import (
     WorkflowName,
     XidResolution,
 )
-from fleet_rules.xid_correlation import XidJudgement, xid_judge
+from fleet_rules.xid_correlation import JobBurst, XidJudgement, job_burst, xid_judge
 
 logger = logging.getLogger("fleet.burnin")
 R = XidResolution
@@ -78,14 +79,18 @@ def _taken(rows: Sequence[RemedyStep]) -> list[TakenStep]:
     return [TakenStep(R(r.step), r.created_at, RemedyOutcome(r.outcome)) for r in rows]
 
 
-def repair_move(execution: TestExecution, judgement: XidJudgement, decision: LadderDecision) -> AutomaticMove | None:
-    """The move to repair the decision calls for (pure given the rows)."""
-    if decision.action is not R.REPAIR or execution.device_id is None:
+def repair_move(
+    execution: TestExecution, judgement: XidJudgement, decision: LadderDecision, device_id: UUID | None = None
+) -> AutomaticMove | None:
+    """The move to repair the decision calls for (pure given the rows); `device_id` the device's whose window it
+    was (default: the execution's)."""
+    device_id = device_id or execution.device_id
+    if decision.action is not R.REPAIR or device_id is None:
         return None
     deciding = judgement.deciding
     reason = f"{judgement.reason} during its burn-in" + (f"; {decision.reason}" if decision.reason else "")
     return AutomaticMove(
-        execution.device_id,
+        device_id,
         DeviceState.NEEDS_REPAIR,
         TransitionCause.FATAL_XID,
         reason,
@@ -93,7 +98,7 @@ def repair_move(execution: TestExecution, judgement: XidJudgement, decision: Lad
             "execution": str(execution.id),
             "requirement": execution.requirement.name,
             **({"xid": _event_refs(deciding.event)} if deciding else {}),
-            "fatal_events": len(fatal_events(execution.health)),
+            "fatal_events": sum(1 for e in judgement.events if e.event.fatal),
             "ladder": [step.as_json() for step in decision.ladder],
             "ladder_exhausted": decision.exhausted,
         },
@@ -113,19 +118,41 @@ def fatal_xids_judge(execution: TestExecution) -> Guarded:
     )
     if not window and judged is None:
         return NOTHING
+    assert execution.device is not None
+    return _device_ladder(execution, execution.device, window, judged)
+
+
+def collective_xids_judge(
+    execution: TestExecution, devices: Sequence[Device], windows: Mapping[UUID, Sequence[XidEvent]], burst: JobBurst
+) -> None:
+    """Each member's window of a multi-node execution that logged something of its own (not the workload's burst,
+    `collective_burst`) takes the ladder as a single-node window does; a member whose events are all the
+    workload's costs no statement."""
+    for device in devices:
+        window = windows.get(device.id) or []
+        if any(not e.workload for e in xid_judge(window=window, job=burst).events):
+            _device_ladder(execution, device, window, None, burst)
+
+
+def _device_ladder(
+    execution: TestExecution,
+    device: Device,
+    window: Sequence[XidEvent],
+    judged: RemedyStep | None,
+    burst: JobBurst | None = None,
+) -> Guarded:
+    """Judge one device's window (with its history and, for a collective, the job's burst), then take the ladder."""
     now = timezone.now()
     policy = ladder_policy()
     since = now - policy.window
     history = [
         xid_events(health)
-        for health in TestExecution.objects.filter(
-            device_id=execution.device_id, health__isnull=False, created_at__gte=since
-        )
+        for health in TestExecution.objects.filter(device_id=device.id, health__isnull=False, created_at__gte=since)
         .exclude(id=execution.id)
         .values_list("health", flat=True)
     ]
     # the history is windowed by when the service stored it, not by the machine's clock (its events' `at`)
-    judgement = xid_judge(window=window, history=history)
+    judgement = xid_judge(window=window, history=history, job=burst)
     if judged is not None:
         persisted = judgement.step in (R.RESET_GPU, R.REBOOT, R.REPAIR)
         judged.outcome = RemedyOutcome.PERSISTED if persisted else RemedyOutcome.CURED
@@ -134,18 +161,18 @@ def fatal_xids_judge(execution: TestExecution) -> Guarded:
         judged.finished_at = now
         judged.save(update_fields=["outcome", "result", "judged_by", "finished_at"])
         metrics.remedy_step_counted(judged.step, judged.outcome)
-    taken = _taken(list(RemedyStep.objects.filter(device_id=execution.device_id, created_at__gte=since)))
+    taken = _taken(list(RemedyStep.objects.filter(device_id=device.id, created_at__gte=since)))
     decision = ladder_next(asked=judgement.step, taken=taken, now=now, policy=policy)
-    if decision.action in (R.RESET_GPU, R.REBOOT) and execution.device is not None:
-        device = execution.device
-        if not is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state):
-            # an accepted device: no job can take a step on it; the lifecycle's table says whether it may move
-            said = f"{STEP_NAMES[decision.action]} asked, but no burn-in job can hold a device {device.state}"
-            decision = LadderDecision(R.REPAIR, said, decision.ladder)
+    if decision.action in (R.RESET_GPU, R.REBOOT) and not is_burn_in_eligible(
+        enrolled_at=device.enrolled_at, state=device.state
+    ):
+        # an accepted device: no job can take a step on it; the lifecycle's table says whether it may move
+        said = f"{STEP_NAMES[decision.action]} asked, but no burn-in job can hold a device {device.state}"
+        decision = LadderDecision(R.REPAIR, said, decision.ladder)
     if decision.action in (R.RESET_GPU, R.REBOOT):
         deciding = judgement.deciding
         step = RemedyStep.objects.create(
-            device_id=execution.device_id,
+            device_id=device.id,
             step=decision.action,
             reason=judgement.reason,
             gpus=[deciding.event.pci_bus_id] if deciding and deciding.event.pci_bus_id else [],
@@ -157,8 +184,16 @@ def fatal_xids_judge(execution: TestExecution) -> Guarded:
         if execution.job_id is None or not Job.objects.filter(id=execution.job_id, finished_at__isnull=True).exists():
             _step_ask(step)
         return NOTHING
-    move = repair_move(execution, judgement, decision)
+    move = repair_move(execution, judgement, decision, device.id)
     return guarded_repair_moves_apply([move] if move is not None else [])
+
+
+def collective_burst(members: Mapping[UUID, Sequence[XidEvent]], devices: int) -> tuple[JobBurst, str]:
+    """What the member windows of one multi-node execution logged together, and the workload's crash when a code
+    is a burst ("the workload crashed on N devices (Xid 13)"; empty when none)."""
+    burst = job_burst(members.values(), devices)
+    said = [xid_judge(window=window, job=burst).workload_reason for window in members.values()]
+    return burst, max(said, key=len, default="")
 
 
 def remedies_dispatch(job_ids: Sequence[UUID], why: str) -> None:
@@ -186,7 +221,23 @@ def _step_ask(step: RemedyStep) -> None:
         return
     device = step.device
     job = seen.job
-    if job is not None:
+    parameters: dict[str, Any]
+    if seen.topology_id is not None:
+        # a collective's member: the collective cannot run on one node; the device's single-node burn-in runs
+        # again, each requirement with the parameters it last ran with
+        last = (
+            TestExecution.objects.filter(device_id=device.id, diagnostic=False, requirement__retired_at__isnull=True)
+            .order_by("requirement_id", "-created_at")
+            .distinct("requirement_id")
+            .select_related("requirement")
+        )
+        requirements = [{"name": e.requirement.name, "test": e.test, "parameters": e.parameters} for e in last]
+        if not requirements:
+            _step_end(step, RemedyOutcome.FAILED, "the device has no single-node burn-in to run again")
+            return
+        parameters = {"resource_class": device.resource_class, "requirements": requirements}
+        satellite_id = device.satellite_id
+    elif job is not None:
         parameters = {k: v for k, v in job.parameters.items() if k != "remedy"}
         satellite_id = job.satellite_id
     else:

@@ -26,6 +26,7 @@ whatever produced it.
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
@@ -56,6 +57,7 @@ __all__ = [
     "health_snapshot",
     "health_window",
     "job_start",
+    "member_windows",
 ]
 
 logger = logging.getLogger("fleet_agent.hardware")
@@ -71,7 +73,8 @@ NOT_CONFIGURED = "not configured"
 #: always complete).
 MAX_XID_EVENTS = 200
 
-Phase = Literal["inventory", "before", "after"]
+#: `collective`: the kernel log of a multi-node collective's window, read on each member node.
+Phase = Literal["inventory", "before", "after", "collective"]
 
 
 def _kept(events: list[XidEvent]) -> list[XidEvent]:
@@ -218,6 +221,33 @@ def job_start(source: HardwareSource, target: Target, *, report_hardware: bool, 
     except Exception:
         logger.exception("reading the hardware of %s failed", target.hostname)
     return JobHardware(inventory=inventory, since=since, before=before, fabric_before=fabric_before)
+
+
+def member_windows(
+    source: HardwareSource, targets: Sequence[Target], since: datetime, until: datetime
+) -> list[dict[str, Any]]:
+    """The kernel-logged GPU events of each member node of a multi-node collective during its window, in the wire
+    form of the report's `member_health` (`device_id`, and `health` as a health window's, events only): the
+    service judges them together (a burst is the workload's, docs/remediation.md). The kernel log is read and
+    parsed as the `health-window` test reads it; a node whose log cannot be read is left out, logged."""
+    members: list[dict[str, Any]] = []
+    for target in targets:
+        try:
+            log = source.read("kernel_log", target, phase="collective", since=since, until=until)
+            if log.text is None:
+                logger.warning("kernel log of %s not read: %s", target.hostname, log.problem or "not read")
+                continue
+            events = gpu_vendor(target.gpu_vendor).kernel_events(log.text, since, until)
+        except Exception:  # one node's unreadable log must not lose the collective's result
+            logger.exception("reading the kernel log of %s failed", target.hostname)
+            continue
+        health = {
+            "window": {"since": _iso(since), "until": _iso(until)},
+            "source": log.source or "unknown",
+            "xid_events": [event.as_json() for event in _kept(events)],
+        }
+        members.append({"device_id": target.device_id, "health": health})
+    return members
 
 
 def health_window(source: HardwareSource, run: TestRun) -> TestOutcome:

@@ -16,7 +16,10 @@ device id, not of the seed, so an agent restarted with another seed still sees t
   grow by 1,200 and its receive errors by 40: a bad cable or transceiver). The burn-in tests of such a device still
   pass: only the `health-window` test sees the fault. An `xid` fault persists whatever the node does;
   `transient` (an Xid 95, or `transient=79` for another code) is logged until the node takes a step of the
-  remediation ladder (`remedy`: a GPU reset or a reboot cures it, as a transient fault would be).
+  remediation ladder (`remedy`: a GPU reset or a reboot cures it, as a transient fault would be). `crash` (an
+  Xid 13, or `crash=31` for another code) is a workload that crashed: it is logged only in the window of a
+  multi-node collective (the kernel log read with phase `collective`), never in a health window; put it on every
+  node of a rack for a job-wide burst (docs/remediation.md).
 * **InfiniBand counters** (`ib_counters`) print as `grep -H .` over `/sys/class/infiniband/*/ports/*/counters/…`
   would, for every NIC of the class (RoCE ones too); each port starts from a small count of its own (a link that
   trained with a few symbol errors at installation), which a healthy window does not move.
@@ -57,8 +60,10 @@ __all__ = [
 SIMULATED_SWAPS = "simulated-swaps.json"
 #: The devices that took a ladder step, in the agent's state directory (beside `SIMULATED_SWAPS`).
 SIMULATED_REMEDIED = "simulated-remedied.json"
-HEALTH_FAULT_KINDS: tuple[str, ...] = ("xid", "ecc", "remap", "slowdown", "reset", "ras", "flap", "symbol", "transient")
-_CODED = {"xid": 79, "transient": 95}  # the kinds that take a code, and their default
+HEALTH_FAULT_KINDS: tuple[str, ...] = (
+    "xid", "ecc", "remap", "slowdown", "reset", "ras", "flap", "symbol", "transient", "crash",
+)  # fmt: skip
+_CODED = {"xid": 79, "transient": 95, "crash": 13}  # the kinds that take a code, and their default
 
 
 @dataclass(frozen=True)
@@ -82,7 +87,7 @@ def parse_health_faults(spec: str) -> dict[str, tuple[HealthFault, ...]]:
                 f"health_faults: {entry!r} is not <hostname>:<kind> with kind one of {', '.join(HEALTH_FAULT_KINDS)}"
             )
         if code and (kind not in _CODED or not code.isdigit()):
-            raise ValueError(f"health_faults: {entry!r}: only xid and transient take a code (xid=79)")
+            raise ValueError(f"health_faults: {entry!r}: only xid, transient and crash take a code (xid=79)")
         faults.setdefault(device, []).append(HealthFault(kind, int(code) if code else _CODED.get(kind)))
     return {device: tuple(entries) for device, entries in faults.items()}
 
@@ -203,7 +208,9 @@ class SimulatedHardware:
                 f"/sys/class/dmi/id/product_serial:SIM{_digits(target.device_id, 'system', 10)}\n"
             )
         if part == "kernel_log":
-            return Reading(_kernel_log(target, platform, faults, since, until), source="simulated")
+            # a workload crash (`crash`) shows only in a collective's window; the node's own faults in every window
+            shown = tuple(f for f in faults if (f.kind == "crash") == (phase == "collective"))
+            return Reading(_kernel_log(target, platform, shown, since, until), source="simulated")
         return Reading(None, f"the simulation cannot read {part}")
 
     def faults_of(self, target: Target) -> tuple[HealthFault, ...]:

@@ -30,6 +30,7 @@ from fleet.core.fields import (
 from fleet.core.parsers import storable_json_problem
 from fleet.core.serializers import ResolvedRuleSerializer
 from fleet.inventory.models import SLUG_PATTERN
+from fleet_rules.health_evidence import MAX_MEMBERS
 from fleet_rules.vocabulary import (
     Comparator,
     ExclusionReason,
@@ -167,6 +168,13 @@ class BurnInEvaluationResultsResponseSerializer(serializers.Serializer):
 # --- execution reporting -----------------------------------------------------------------------
 
 
+class MemberHealthSerializer(serializers.Serializer):
+    """One member node's window of a multi-node execution: its kernel-logged GPU events."""
+
+    device_id = StrictUUIDField()
+    health = ExecutionHealthSerializer()
+
+
 class TestExecutionReportSerializer(serializers.Serializer):
     """What an agent reports about one execution (the full state; a replay changes nothing)."""
 
@@ -197,9 +205,27 @@ class TestExecutionReportSerializer(serializers.Serializer):
         default=None,
         help_text="The device's hardware fingerprint, read at the start of the job (single-device executions only).",
     )
+    member_health = serializers.ListField(
+        child=MemberHealthSerializer(),
+        required=False,
+        allow_null=True,
+        default=None,
+        max_length=MAX_MEMBERS,
+        help_text=(
+            "Multi-node executions only: each member node's kernel-logged GPU events during the collective's "
+            "window (`health` as a health window's). Judged together when the execution finishes: a code most of "
+            "the job's devices logged is the workload's (the execution is errored, no device moves); fewer take "
+            "each device's remediation ladder (docs/remediation.md). Not stored."
+        ),
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         problems: dict[str, list[str]] = {}
+        members = attrs.get("member_health")
+        if members is not None and attrs.get("device_id"):
+            problems["member_health"] = ["Only a multi-node execution (topology_id) carries member_health."]
+        if members is not None and len({m["device_id"] for m in members}) != len(members):
+            problems["member_health"] = ["Each device at most once."]
         if attrs.get("inventory") is not None and attrs.get("topology_id"):
             problems["inventory"] = ["Only a single-device execution (device_id) carries an inventory."]
         if not attrs.get("requirement") and not attrs.get("test"):
@@ -220,6 +246,10 @@ class TestExecutionReportSerializer(serializers.Serializer):
             # stored as JSON in the shape the API returns it (times as ISO 8601 strings)
             attrs["health"] = _plain(ExecutionHealthSerializer(attrs["health"]).data)
         attrs["inventory"] = _plain(attrs["inventory"])
+        if members is not None:
+            attrs["member_health"] = [
+                (m["device_id"], _plain(ExecutionHealthSerializer(m["health"]).data)) for m in members
+            ]
         return attrs
 
 
