@@ -8,7 +8,9 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from fleet.inventory.models import Device
+from fleet.lifecycle.breakers import guarded_repair_moves_apply
 from fleet.lifecycle.models import Breaker, DeviceStateChange, Repair
+from fleet.lifecycle.services import AutomaticMove
 from fleet_rules.vocabulary import DeviceState, TransitionCause
 from tests.burnin.certs import current, evaluate_now, sweep
 
@@ -211,3 +213,25 @@ def test_a_repaired_device_proves_its_consecutive_passes_again(fleet):
     site.report(device, PASS)
     sweep(site.satellite)
     assert state(device) == DeviceState.ACCEPTED and current(device) is not None
+
+
+def test_isolation_culprits_do_not_make_their_requirement_suspect(fleet):
+    """Culprit isolation names its devices because subsets of the same collective passed the same
+    requirement (the known good): the evidence is the device's, not the threshold's. Three culprits of
+    a requirement no device passed alone all go to repair, and the breaker stays closed (the demo's
+    NVL72 domain: three trays named, the breaker opened at its minimum and the story stopped)."""
+    site = Site(fleet, devices=12, breaker_share=1.0)
+    moves = [
+        AutomaticMove(
+            d.id,
+            DeviceState.NEEDS_REPAIR,
+            TransitionCause.ISOLATION,
+            reason="isolation: makes nvl72-nccl fail",
+            refs={"requirement": "nvl72-nccl"},
+        )
+        for d in site.devices[:4]
+    ]
+    guarded = guarded_repair_moves_apply(moves)
+    assert len(guarded.moved) == 4 and not guarded.held and not guarded.opened
+    assert [state(d) for d in site.devices[:4]] == [DeviceState.NEEDS_REPAIR] * 4
+    assert not Breaker.objects.exists()

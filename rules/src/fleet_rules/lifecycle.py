@@ -37,6 +37,10 @@ AUTOMATIC_CAUSES: frozenset[TransitionCause] = frozenset(
 #: of a class "broken hardware" at once (and a driver or kernel bug could log a "fatal" Xid on all of
 #: them).
 GUARDED_CAUSES: frozenset[TransitionCause] = frozenset({C.FAILED_TOO_OFTEN, C.ISOLATION, C.FATAL_XID})
+#: The moves that can make their requirement suspect (`breaker_decide`): failing it too often is what a wrong
+#: threshold looks like. Culprit isolation is not: it names a device because subsets of the same collective
+#: passed the same requirement without it (the known good), so its moves count toward the share only.
+SUSPECT_CAUSES: frozenset[TransitionCause] = frozenset({C.FAILED_TOO_OFTEN})
 
 
 @dataclass(frozen=True)

@@ -91,7 +91,7 @@ SELECT d.id AS device_id, d.hostname, d.site_id, s.slug AS site_slug, d.resource
               WHERE b.site_id = d.site_id AND b.resource_class = d.resource_class))
           AND e.site_id = d.site_id AND e.resource_class = d.resource_class) AS recent,
        (SELECT count(*) FROM {change} h JOIN {device} e ON e.id = h.device_id
-        WHERE h.to_state = %(needs_repair)s AND NOT h.held AND h.cause = ANY(%(guarded)s)
+        WHERE h.to_state = %(needs_repair)s AND NOT h.held AND h.cause = ANY(%(suspect)s)
           AND h.refs ->> 'requirement' = c.requirement
           AND h.at > GREATEST(%(now)s - COALESCE(pol.breaker_window, %(window)s), (
               SELECT max(b.closed_at) FROM {breaker} b
@@ -116,6 +116,7 @@ ORDER BY d.id
         "requirements": [],
         "needs_repair": DeviceState.NEEDS_REPAIR.value,
         "guarded": sorted(c.value for c in rules.GUARDED_CAUSES),
+        "suspect": sorted(c.value for c in rules.SUSPECT_CAUSES),
         "now": timezone.now(),
         "window": rules.BREAKER_WINDOW,
     },
@@ -132,8 +133,9 @@ class Guarded:
 
 
 def _requirement_of(move: AutomaticMove) -> str | None:
-    """The requirement a move to repair names (failing too often, isolation); None for a fatal Xid."""
-    name = move.refs.get("requirement")
+    """The requirement a move to repair may make suspect (`rules.SUSPECT_CAUSES`: failing it too often);
+    None for an isolation culprit or a fatal Xid."""
+    name = move.refs.get("requirement") if move.cause in rules.SUSPECT_CAUSES else None
     return str(name) if name else None
 
 
@@ -194,6 +196,7 @@ def guarded_repair_moves_apply(moves: Sequence[AutomaticMove], *, now: datetime 
                     "requirements": [_requirement_of(m) or "" for m in moves],
                     "needs_repair": DeviceState.NEEDS_REPAIR.value,
                     "guarded": sorted(c.value for c in rules.GUARDED_CAUSES),
+                    "suspect": sorted(c.value for c in rules.SUSPECT_CAUSES),
                     "now": now,
                     "window": rules.BREAKER_WINDOW,
                 },
