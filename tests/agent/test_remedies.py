@@ -81,3 +81,17 @@ def test_the_simulated_node_cures_a_transient_xid_with_a_step_and_keeps_a_persis
     again = SimulatedHardware(parse_health_faults("a01-n02:transient=95"), tmp_path / "swaps.json")
     assert _xids(again) == []
     assert HEALTH_WINDOW_TEST  # the window is what reads it
+
+
+@pytest.mark.process
+def test_a_gpu_that_is_not_a_pci_bus_id_is_never_a_command_word(tmp_path: Path) -> None:
+    """The bus id comes from a kernel log of the machine under test: `ssh host cmd {gpu}` would hand it to the
+    remote shell. Anything but a PCI bus id fails the step and runs nothing."""
+    seen = tmp_path / "seen"
+    run = executor(tmp_path, reset_gpu=f"sh -c 'echo $0 > {seen}' {{gpu}}")
+    hostile = {**JOB, "parameters": {"remedy": {**JOB["parameters"]["remedy"], "gpus": ["0000:3b:00;reboot"]}}}
+
+    failed = remedy_take(run, hostile, nvidia, lambda: False)
+
+    assert failed is not None and "not a PCI bus id" in failed
+    assert not seen.exists()

@@ -172,3 +172,14 @@ def test_the_steps_are_counted_by_step_and_outcome_once_committed(
         _window(reporter, device, _remediation_job(device))
 
     assert counted("under_way") == asked + 1 and counted("cured") == cured + 1
+
+
+def test_a_bus_id_that_is_not_one_names_no_gpu_in_the_step(reporter, setting):
+    """An event's `pci_bus_id` is the machine's text: a step's GPUs reach a command on the node, so only a PCI bus
+    id is kept (the step still runs, on the whole node's GPUs as its command decides)."""
+    device, _, _ = setting
+
+    _window(reporter, device, _job(device), event(95, at=_at(), pci_bus_id="0000:3b:00 $(reboot)"))
+
+    (step,) = RemedyStep.objects.filter(device=device)
+    assert (step.step, step.gpus) == ("reset_gpu", [])

@@ -8,6 +8,7 @@ stored as the service validated it: times are ISO 8601 strings. Pure: no Django.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from fleet_rules.vocabulary import ThrottleReason
 from fleet_rules.xid import FATAL_SXID, FATAL_XID, XidKind, is_fatal
 
 __all__ = [
+    "PCI_BUS_ID_PATTERN",
     "EccRow",
     "FabricPortRow",
     "HealthRead",
@@ -27,6 +29,7 @@ __all__ = [
     "fatal_events",
     "fatal_reason",
     "health_read",
+    "is_pci_bus_id",
     "xid_events",
 ]
 
@@ -40,6 +43,17 @@ MAX_MESSAGE = 1000
 #: kept (an unknown code is evidence too, and refusing it would refuse the report's fatal ones).
 MAX_CODE = 2**31 - 1
 MAX_ECC_COUNTERS = 64
+#: A PCI bus id as the drivers print it (`0000:3b:00`, `0000:05:00.0`): the kernel-log parser's and the
+#: remediation's one spelling. An event's `pci_bus_id` is the machine's text, anything up to 64 characters;
+#: only one of this shape may name a GPU in a remediation step, whose commands (`ssh {hostname} nvidia-smi -r
+#: -i {gpu}`) hand their words to a shell on the node.
+PCI_BUS_ID_PATTERN = r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?"
+
+
+def is_pci_bus_id(text: str | None) -> bool:
+    return text is not None and re.fullmatch(PCI_BUS_ID_PATTERN, text) is not None
+
+
 #: How many InfiniBand ports one report's `health.fabric` may carry (a host has a handful; the agent sends the ports
 #: whose counters grew first), and how many counters each side of a port.
 MAX_FABRIC_PORTS = 64

@@ -35,7 +35,7 @@ from fleet.jobs.services import JobRefused, JobSpec, jobs_create
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
 from fleet.lifecycle.services import AutomaticMove
 from fleet_rules.eligibility import is_burn_in_eligible
-from fleet_rules.health_evidence import XidEvent, fatal_events, xid_events
+from fleet_rules.health_evidence import XidEvent, fatal_events, is_pci_bus_id, xid_events
 from fleet_rules.remediation_ladder import STEP_NAMES, LadderDecision, LadderPolicy, TakenStep, ladder_next
 from fleet_rules.vocabulary import (
     DeviceState,
@@ -175,7 +175,8 @@ def _device_ladder(
             device_id=device.id,
             step=decision.action,
             reason=judgement.reason,
-            gpus=[deciding.event.pci_bus_id] if deciding and deciding.event.pci_bus_id else [],
+            # only a PCI bus id names a GPU to a step's command (the event's text is the machine's)
+            gpus=[deciding.event.pci_bus_id] if deciding and is_pci_bus_id(deciding.event.pci_bus_id) else [],
             asked_by=execution,
             created_at=now,
         )

@@ -23,6 +23,7 @@ from typing import Any
 
 from fleet_agent.executors.base import Remedial, RemedyResult, RemedyRun, Target
 from fleet_agent.executors.tooling import exit_text, fill_arguments, with_tail
+from fleet_rules.health_evidence import is_pci_bus_id
 
 __all__ = ["REMEDY_KEYS", "CommandRemedies", "SlurmRemedies", "remedy_take"]
 
@@ -63,6 +64,9 @@ class CommandRemedies:
         if configured is None:
             return RemedyResult(False, f"no command configured for {key} (remedy_commands.{key})")
         tokens, timeout = configured
+        hostile = [gpu for gpu in run.gpus if not is_pci_bus_id(gpu)]
+        if hostile:  # the machine's text: never a word of a command
+            return RemedyResult(False, f"{hostile[0][:64]!r} is not a PCI bus id: no {key} command is run with it")
         context = {
             "hostname": run.target.hostname,
             "device_id": run.target.device_id,

@@ -30,14 +30,14 @@ from datetime import datetime
 from typing import Any
 
 from fleet_agent.parsers import Metrics, ParseError
-from fleet_rules.health_evidence import XidEvent
+from fleet_rules.health_evidence import PCI_BUS_ID_PATTERN, XidEvent
 from fleet_rules.xid import XidKind
 
 __all__ = ["XidEvent", "parse_xid_events", "parse_xid_metrics"]
 
 _MAX_CHARS = 64 * 1024 * 1024
 _EVENT = re.compile(
-    r"(?P<kind>NVRM: Xid|SXid) \((?:PCI:)?(?P<pci>[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}(?:\.[0-7])?|[^)]*?)"
+    r"(?P<kind>NVRM: Xid|SXid) \((?:PCI:)?(?P<pci>" + PCI_BUS_ID_PATTERN + r"|[^)]*?)"
     r"(?: GPU-I:\d+)?\)\s*:?\s*(?P<rest>.*)$"
 )
 _CODE = re.compile(r"^(?P<code>\d+)\s*(?:,\s*(?P<message>.*))?$")
