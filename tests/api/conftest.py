@@ -5,17 +5,20 @@ WSGI app."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import pytest
 import yaml
+from django.contrib.auth import get_user_model
 from django.core import signals
-from django.db import close_old_connections
+from django.db import close_old_connections, transaction
+from django.test import override_settings
 from rest_framework.test import APIClient
 
 from tests.builders import FleetBuilder, failing_payload, passing_payload, result_item
-from tests.conftest import fetch_token
-from tests.helpers import REPO
+from tests.conftest import client_credentials_app, fetch_token
+from tests.helpers import REPO, suite_certificate_key
 
 #: Racks a01 and a02 (H200), the spare a04-n05 (staged, not enrolled) and four GB200 trays.
 KEPT_DEVICES = {
@@ -55,10 +58,10 @@ def connection_kept_open(seeded_fleet, api_token):
 
 
 @pytest.fixture
-def api_token(oauth_client) -> str:
+def api_token(seeded_world) -> str:
     """A real client-credentials token (through /o/token/) holding every scope, not bound to a
-    satellite."""
-    return fetch_token(APIClient(), oauth_client(name="schema-fuzz"), ALL_SCOPES)
+    satellite: the one the seeded world was built with."""
+    return seeded_world[1]
 
 
 @dataclass
@@ -85,6 +88,8 @@ class Seeds:
     execution_targets: list[tuple[str, str, str]] = field(default_factory=list)
     # (execution_id, evaluation_source_key, expected_updated_at) of executions still pending
     pending: list[tuple[str, str, str]] = field(default_factory=list)
+    # rows of a few tables as seeded, which every test must find again
+    counts: dict[str, int] = field(default_factory=dict)
 
 
 @functools.cache
@@ -95,8 +100,61 @@ def _small_example_fleet() -> str:
     return yaml.safe_dump(example)
 
 
+@pytest.fixture(scope="module")
+def seeded_world(django_db_setup, django_db_blocker) -> Iterator[tuple[Seeds, str]]:
+    """The seeded fleet (`_seed`) and its token, built once for the module that uses them, inside
+    a transaction that stays open until the module's last test and is then rolled back. Each test
+    runs in a savepoint of it (pytest-django's `db`), as with Django's `TestCase.setUpTestData`,
+    so every test still starts from exactly the seeded database and leaves nothing behind; the
+    schemathesis module built the same fleet again for each of its ~60 tests (2-4 s each)."""
+    with (
+        django_db_blocker.unblock(),
+        # What the suite's autouse fixtures set for each test (tests/conftest.py), for this scope.
+        override_settings(
+            PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"],
+            CERTIFICATE_KEY_FILE=str(suite_certificate_key()),
+        ),
+    ):
+        world = transaction.atomic()
+        # As TestCase's class-wide atomic: the service's durable blocks count from the test's.
+        world._from_testcase = True
+        world.__enter__()
+        try:
+            from fleet.burnin.certificates.signing import signing_key_publish
+
+            signing_key_publish()
+            owner, _ = get_user_model().objects.get_or_create(
+                username="owner-of-schema-fuzz", defaults={"is_superuser": True}
+            )
+            token = fetch_token(APIClient(), client_credentials_app("schema-fuzz", owner), ALL_SCOPES)
+            yield _seed(token), token
+        finally:
+            transaction.set_rollback(True)
+            world.__exit__(None, None, None)
+
+
 @pytest.fixture
-def seeded_fleet(db, api_token) -> Seeds:
+def seeded_fleet(db, seeded_world) -> Seeds:
+    """The seeded identifiers, for a test that runs in the seeded world's transaction, which the
+    tests before it left as seeded (what they wrote was rolled back with their savepoints)."""
+    seeds = seeded_world[0]
+    assert _counts() == seeds.counts, (_counts(), seeds.counts)
+    return seeds
+
+
+def _counts() -> dict[str, int]:
+    from fleet.burnin.models import TestExecution
+    from fleet.inventory.models import Device
+    from fleet.jobs.models import Job
+
+    return {
+        "devices": Device.objects.count(),
+        "executions": TestExecution.objects.count(),
+        "jobs": Job.objects.count(),
+    }
+
+
+def _seed(api_token: str) -> Seeds:
     """examples/fleet.yaml, applied as `fleet apply` does, plus evidence reported and evaluated
     through the API so that every list endpoint has rows to render: executions (some evaluated,
     some pending), policy-progress rows from a reconcile, and a rerun job from a dispatch."""
@@ -186,6 +244,7 @@ def seeded_fleet(db, api_token) -> Seeds:
         job_ids=ids(Job.objects, "created_at"),
         execution_ids=ids(TestExecution.objects, "device__hostname", "started_at"),
         pending=[(str(e.id), key, e.updated_at.isoformat()) for e in pending],
+        counts=_counts(),
     )
 
 
