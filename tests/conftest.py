@@ -18,7 +18,7 @@ from tests.builders import FleetBuilder
 from tests.helpers import suite_certificate_key
 from tests.schema_validation import ValidatingAPIClient
 from tests.slurm.cluster import STEP_LOGS, step_summary
-from tests.support import hypothesis_profiles, suite
+from tests.support import hypothesis_profiles, suite, template_db
 
 CLIENT_SECRET = "s3cret-for-tests-only"
 
@@ -60,6 +60,19 @@ def pytest_testnodedown(node, error) -> None:
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     for log in STEP_LOGS:
         terminalreporter.write_line(step_summary(log))
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(django_db_modify_db_settings_parallel_suffix, request, django_db_blocker) -> None:
+    """A pytest-xdist worker creates its test database from the run's migrated template instead of
+    migrating it from scratch (tests/support/template_db.py)."""
+    if not hasattr(request.config, "workerinput"):
+        return
+    from django.conf import settings
+
+    with django_db_blocker.unblock():
+        template = template_db.migrated_template()
+    settings.DATABASES["default"]["TEST"]["TEMPLATE"] = template
 
 
 @pytest.fixture(autouse=True)
