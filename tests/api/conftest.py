@@ -246,18 +246,3 @@ def _seed(api_token: str) -> Seeds:
         pending=[(str(e.id), key, e.updated_at.isoformat()) for e in pending],
         counts=_counts(),
     )
-
-
-def pytest_itemcollected(item: pytest.Item) -> None:
-    """One node id per schemathesis operation, `test_api[POST /api/v1/...]`, as schemathesis meant.
-
-    On pytest 9.2 every generated item of `@schema.parametrize()` gets the bare id `test_api`
-    (pytest builds a Function's id from `originalname` and a callspec, and schemathesis passes its
-    `[operation]` suffix only in `name`). Ids must be unique: pytest-xdist schedules by node id and
-    ran one of the 42 items sharing an id; `-k`, `--lf` and reports need them too."""
-    originalname = getattr(item, "originalname", None)
-    if type(item).__name__ != "SchemathesisFunction" or not originalname or item.nodeid.endswith("]"):
-        return
-    suffix = item.name.removeprefix(originalname)
-    if suffix.startswith("[") and suffix.endswith("]"):
-        item._id = item.parent.id.child(originalname).with_params(suffix[1:-1])

@@ -47,7 +47,13 @@ import schemathesis
 from django.db import transaction
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from schemathesis.checks import not_a_server_error
+from schemathesis.checks import load_all_checks, not_a_server_error
+from schemathesis.core.failures import FailureGroup, as_reported_failure
+from schemathesis.generation.feedback import FeedbackSources
+from schemathesis.generation.hypothesis.reporting import ignore_hypothesis_output
+from schemathesis.pytest._test_builder import build_operation_test
+from schemathesis.python._constants.orchestrator import make_constants_value_source
+from schemathesis.schemas import wrap_test_function
 from schemathesis.specs.openapi.checks import (
     content_type_conformance,
     response_schema_conformance,
@@ -448,7 +454,6 @@ def _load_schema():
 schema = _load_schema()
 
 
-@schema.parametrize()
 @settings(
     # max_examples comes from the schemathesis config above (per operation).
     deadline=None,
@@ -458,8 +463,7 @@ schema = _load_schema()
     # bodies are large: neither is a problem worth a warning.
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow, HealthCheck.data_too_large],
 )
-@pytest.mark.django_db
-def test_api(case, steering, api_token, connection_kept_open):
+def _exercise(case, api_token):
     # The WSGI app runs in this thread, on the test's connection: a plain `db` test. Each example
     # runs in a savepoint that is always rolled back (also when the request broke the transaction).
     CASES[case.operation.definition.raw["operationId"]] += 1
@@ -468,6 +472,40 @@ def test_api(case, steering, api_token, connection_kept_open):
             case.call_and_validate(headers={"Authorization": f"Bearer {api_token}"}, checks=CHECKS)
         finally:
             transaction.set_rollback(True)
+
+
+#: What `@schema.parametrize()` does to a test function, without building its Hypothesis tests at
+#: collection: schemathesis builds each operation's test (and with it every coverage-phase case,
+#: about 5 s of CPU for the whole schema) when it collects the module, in every pytest-xdist worker,
+#: though one worker runs them. `test_api` builds its operation's test the same way
+#: (`build_operation_test`, the plugin's own call, with the same configuration, hooks and seed),
+#: when it runs.
+_EXERCISE = wrap_test_function(_exercise)
+_PARAMETRIZED = schema.clone(test_function=_EXERCISE)
+OPERATIONS = {result.ok().label: result.ok() for result in _PARAMETRIZED.get_all_operations()}
+
+
+@functools.cache
+def _feedback() -> FeedbackSources:
+    return FeedbackSources(constants_value_source=make_constants_value_source(_PARAMETRIZED))
+
+
+@pytest.mark.parametrize("operation", list(OPERATIONS), ids=list(OPERATIONS))
+@pytest.mark.django_db
+def test_api(operation, steering, api_token, connection_kept_open):
+    load_all_checks()
+    exercise = build_operation_test(
+        config=_PARAMETRIZED.config,
+        operation=OPERATIONS[operation],
+        test_func=_EXERCISE,
+        given_kwargs={},
+        feedback=_feedback(),
+    )
+    try:
+        with ignore_hypothesis_output():
+            exercise(api_token=api_token)
+    except FailureGroup as exc:
+        raise as_reported_failure(exc) from None
 
 
 def test_each_seed_operation_got_its_generated_cases():
