@@ -13,9 +13,11 @@ agree:
 - which runs error out (`errored_share`) and which take five times their nominal duration (`slow_share`).
 
 Healthy values sit comfortably inside the example acceptance thresholds (examples/fleet.yaml) and fault
-values clearly outside them. A multi-node collective is degraded when any member has a network or NVLink
-fault active on that attempt, as one bad link slows a whole ring; `fabric_faults` names devices whose
-fabric fault fails every collective that includes them (culprit isolation's test case).
+values clearly outside them. A multi-node collective is degraded when any member has a fault active on that
+attempt on a fabric the collective crosses, as one bad link slows a whole ring: a rack's collective crosses
+NVLink in its nodes and InfiniBand between them, one inside an NVLink domain (`topology_unit`) crosses NVLink
+alone, so a degraded HCA does not slow it (`SCALE_OUT_MODES`); `fabric_faults` names devices whose fabric
+fault fails every collective that includes them (culprit isolation's test case).
 
 The simulated hardware can be repaired: `repairs_file` is the technician's log, a JSON list of the
 hostnames (or device ids) whose faulty part was swapped; a repaired device has no fault, fabric fault
@@ -53,8 +55,9 @@ from fleet_agent.executors.simulated_amd import (
 )
 from fleet_agent.executors.simulated_hardware import HealthFault, SimulatedHardware
 from fleet_agent.parsers.nvbandwidth import metric_for_testcase
+from fleet_rules.vocabulary import TopologyUnit
 
-__all__ = ["FAULT_MODES", "MODELLED_TESTS", "RESOURCE_CLASSES", "Fault", "SimulatedExecutor"]
+__all__ = ["FAULT_MODES", "MODELLED_TESTS", "RESOURCE_CLASSES", "SCALE_OUT_MODES", "Fault", "SimulatedExecutor"]
 
 MULTINODE_TEST = "nccl-all-reduce-multinode"
 #: The collectives across a topology, of either vendor.
@@ -69,6 +72,10 @@ FAULT_MODES: Mapping[str, frozenset[str]] = {
     "hca_degraded": frozenset({"ib-write-bw", MULTINODE_TEST}),
 }
 _MODE_ORDER = tuple(FAULT_MODES)
+#: Faults of a part outside an NVLink domain's fabric: a collective inside one NVLink domain (an
+#: NVL72's trays) runs over NVLink alone, so a degraded HCA (the tray's InfiniBand scale-out NIC)
+#: cannot slow it; a rack's collective crosses InfiniBand between its nodes and is slowed by one.
+SCALE_OUT_MODES = frozenset({"hca_degraded"})
 _AMD_MODE_ORDER = tuple(AMD_FAULT_MODES)
 
 MODELLED_TESTS: tuple[str, ...] = (
@@ -358,6 +365,7 @@ class SimulatedExecutor:
             return self._amd_metrics(run, attempt, rng)
         hardware = RESOURCE_CLASSES[run.targets[0].resource_class]
         if run.test == MULTINODE_TEST:
+            within_nvlink = run.topology_unit == TopologyUnit.NVLINK_DOMAIN
             degraded = {
                 target.device_id
                 for target in run.targets
@@ -365,6 +373,7 @@ class SimulatedExecutor:
                     (fault := self.fault_of(target)) is not None
                     and MULTINODE_TEST in fault.tests
                     and fault.active(attempt)
+                    and not (within_nvlink and fault.mode in SCALE_OUT_MODES)
                 )
                 or self.fabric_fault_of(target)
             }
