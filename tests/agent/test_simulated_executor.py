@@ -164,6 +164,16 @@ def test_a_fault_names_the_tests_it_fails() -> None:
 
 
 @pytest.mark.parametrize("resource_class", [H200, GB200])
+def test_every_fault_the_simulation_models_fails_a_requirement_of_its_class_alone(resource_class: str) -> None:
+    """A fault that only a collective sees is found the long way (culprit isolation's rounds) or, when
+    no collective of the class crosses its fabric (an HCA inside an NVLink domain), never: the example
+    policies test every part the simulation can break on the device alone."""
+    single_node_tests = {req.test for req in REQUIREMENTS[resource_class] if not req.multi_node}
+
+    assert {mode for mode, tests in FAULT_MODES.items() if not tests & single_node_tests} == set()
+
+
+@pytest.mark.parametrize("resource_class", [H200, GB200])
 def test_healthy_devices_pass_every_requirement_of_their_resource_class(resource_class: str) -> None:
     executor = SimulatedExecutor(seed=21, slow_share=0.0)
     devices = healthy_devices(executor, 18)
