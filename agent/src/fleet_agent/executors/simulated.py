@@ -14,10 +14,8 @@ agree:
 
 Healthy values sit comfortably inside the example acceptance thresholds (examples/fleet.yaml) and fault
 values clearly outside them. A multi-node collective is degraded when any member has a fault active on that
-attempt on a fabric the collective crosses, as one bad link slows a whole ring: a rack's collective crosses
-NVLink in its nodes and InfiniBand between them, one inside an NVLink domain (`topology_unit`) crosses NVLink
-alone, so a degraded HCA does not slow it (`SCALE_OUT_MODES`); `fabric_faults` names devices whose fabric
-fault fails every collective that includes them (culprit isolation's test case).
+attempt on a fabric it crosses, as one bad link slows a whole ring (`SCALE_OUT_MODES`); `fabric_faults` names
+devices whose fabric fault fails every collective that includes them (culprit isolation's test case).
 
 The simulated hardware can be repaired: `repairs_file` is the technician's log, a JSON list of the
 hostnames (or device ids) whose faulty part was swapped; a repaired device has no fault, fabric fault
@@ -72,9 +70,8 @@ FAULT_MODES: Mapping[str, frozenset[str]] = {
     "hca_degraded": frozenset({"ib-write-bw", MULTINODE_TEST}),
 }
 _MODE_ORDER = tuple(FAULT_MODES)
-#: Faults of a part outside an NVLink domain's fabric: a collective inside one NVLink domain (an
-#: NVL72's trays) runs over NVLink alone, so a degraded HCA (the tray's InfiniBand scale-out NIC)
-#: cannot slow it; a rack's collective crosses InfiniBand between its nodes and is slowed by one.
+#: Faults off an NVLink domain's fabric: a collective inside one (`topology_unit`) runs over NVLink alone, so a
+#: degraded HCA (the InfiniBand scale-out NIC) cannot slow it; a rack's crosses InfiniBand between its nodes.
 SCALE_OUT_MODES = frozenset({"hca_degraded"})
 _AMD_MODE_ORDER = tuple(AMD_FAULT_MODES)
 
@@ -365,7 +362,6 @@ class SimulatedExecutor:
             return self._amd_metrics(run, attempt, rng)
         hardware = RESOURCE_CLASSES[run.targets[0].resource_class]
         if run.test == MULTINODE_TEST:
-            within_nvlink = run.topology_unit == TopologyUnit.NVLINK_DOMAIN
             degraded = {
                 target.device_id
                 for target in run.targets
@@ -373,7 +369,7 @@ class SimulatedExecutor:
                     (fault := self.fault_of(target)) is not None
                     and MULTINODE_TEST in fault.tests
                     and fault.active(attempt)
-                    and not (within_nvlink and fault.mode in SCALE_OUT_MODES)
+                    and not (run.topology_unit == TopologyUnit.NVLINK_DOMAIN and fault.mode in SCALE_OUT_MODES)
                 )
                 or self.fabric_fault_of(target)
             }
