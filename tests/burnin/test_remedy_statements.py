@@ -156,3 +156,22 @@ def test_dispatching_2_or_8_waiting_steps_costs_the_same_statements(reporter, fl
             DeviceState.NEEDS_REPAIR
         }
     assert all(small == large for small, large in counts.values()), counts
+
+
+def test_a_step_whose_job_is_refused_fails_alone_and_the_others_get_theirs(reporter, fleet, requirements):
+    """The steps' jobs are created together: a device no burn-in job can hold any more (moved while its step
+    waited) fails its own step, with the refusal, and no other."""
+    satellite, rack, devices = _rack(fleet, requirements, 5)
+    members = devices[:2]
+    seeing = _collective_job(satellite, rack, devices)
+    body = _collective(rack, members, devices[2:], job=seeing)
+    assert reporter.put(URL.format(uuid.uuid4()), body, format="json").status_code == 201
+    Device.objects.filter(id=members[0].id).update(state=DeviceState.ACCEPTED)
+
+    job_finish(job_id=seeing.id, outcome=JobStatus.SUCCEEDED)
+
+    refused = RemedyStep.objects.get(device=members[0])
+    assert (refused.outcome, refused.job_id) == ("failed", None) and refused.finished_at is not None
+    assert refused.result == f"Device {members[0].hostname} is not eligible for burn-in (state accepted)."
+    taken = RemedyStep.objects.get(device=members[1])
+    assert taken.outcome == "under_way" and taken.job is not None and taken.job.reason == JobReason.REMEDIATION
