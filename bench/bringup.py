@@ -21,11 +21,10 @@ collective (the cable and this device each in a rack with no other fault). A tec
 device 4 h after it entered `needs_repair` (when the blast radius has room for its re-burn-in); a
 repair removes its fault.
 
-**The lower bound** (`lower_bound`): the devices go through in waves of `max_under_test`, each wave
-taking the longest critical path of a device's requirements (its single-node requirements one after
-the other, then its rack's collective): `LB = ceil(N / max_under_test) × max over classes of (Σ
-single-node durations) + the longest collective`. No schedule within the blast radius accepts the
-hall sooner when every device needs every requirement once.
+**The lower bound** (`lower_bound`, its docstring has the formula): what no schedule within the
+blast radius can beat given the hall's faults — an oracle that knows which devices are faulty —
+under the product's rules: `LB = max(critical path, device-minutes / max_under_test)`, each rack's
+path and minutes counted with its faults' reruns, repair and re-burn-in.
 
 Figures: `bringup_time_vs_lower_bound` (simulated time until every device without a fault is
 accepted ÷ LB), `bringup_test_hours_vs_minimum` (device-hours in jobs ÷ one run of every requirement
