@@ -38,9 +38,8 @@ from fleet.inventory.models import Device
 from fleet.jobs.models import Job
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
 from fleet.lifecycle.services import AutomaticMove
-from fleet_rules.eligibility import is_burn_in_eligible
 from fleet_rules.health_evidence import XidEvent, fatal_events, is_pci_bus_id, xid_events
-from fleet_rules.remediation_ladder import STEP_NAMES, LadderDecision, ladder_next
+from fleet_rules.remediation_ladder import LadderDecision, device_ladder_next
 from fleet_rules.vocabulary import DeviceState, RemedyOutcome, TransitionCause, XidResolution
 from fleet_rules.xid_correlation import JobBurst, XidJudgement, job_burst, xid_judge
 
@@ -154,13 +153,14 @@ def _ladders_take(execution: TestExecution, windows: Sequence[_Window]) -> Guard
     moves: list[AutomaticMove] = []
     for window, judgement in zip(windows, judgements, strict=True):
         device = window.device
-        decision = ladder_next(asked=judgement.step, taken=taken[device.id], now=now, policy=policy)
-        if decision.action in (R.RESET_GPU, R.REBOOT) and not is_burn_in_eligible(
-            enrolled_at=device.enrolled_at, state=device.state
-        ):
-            # an accepted device: no job can take a step on it; the lifecycle's table says whether it may move
-            said = f"{STEP_NAMES[decision.action]} asked, but no burn-in job can hold a device {device.state}"
-            decision = LadderDecision(R.REPAIR, said, decision.ladder)
+        decision = device_ladder_next(
+            asked=judgement.step,
+            taken=taken[device.id],
+            now=now,
+            enrolled_at=device.enrolled_at,
+            state=device.state,
+            policy=policy,
+        )
         if decision.action in (R.RESET_GPU, R.REBOOT):
             deciding = judgement.deciding
             asked.append(
