@@ -118,6 +118,8 @@ def _steps_failed(steps: Sequence[RemedyStep], why: str) -> tuple[list[RemedySte
                 )
             )
     RemedyStep.objects.bulk_create(following)
+    for asked in following:  # asked, as a step a window asks for is
+        metrics.remedy_step_counted(asked.step, RemedyOutcome.UNDER_WAY)
     return following, moves
 
 
