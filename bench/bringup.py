@@ -540,7 +540,8 @@ def _where(
     return where
 
 
-def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[BringUp, WrongPolicy]:
+def bringup_measure(*, scale: float, progress: Callable[[str], None], seed: int = 42) -> tuple[BringUp, WrongPolicy]:
+    """The hall's bring-up (its faults drawn from `seed`) and the wrong-threshold hall's."""
     import time
 
     began = time.perf_counter()
@@ -548,7 +549,7 @@ def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[B
     settings.CERTIFICATE_KEY_FILE = str(Path(tempfile.mkdtemp(prefix="bench-key-")) / "key.pem")
     signing_key_init()
     racks = max(4, round(RACKS * scale))
-    hall = _hall("bringup", racks=racks, domains=DOMAINS, seed=42)
+    hall = _hall("bringup", racks=racks, domains=DOMAINS, seed=seed)
     good = {d for d in hall.devices if d not in hall.faults.with_a_fault()}
     blocked = {d for d, rack in hall.rack_of.items() if rack == hall.faults.cable_rack}
     target = good - blocked  # a bad cable's rack cannot be accepted until the cable is fixed

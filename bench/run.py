@@ -104,6 +104,13 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
         "(auto: at --scale small only; a few minutes)",
     )
     parser.add_argument(
+        "--bringup-seed",
+        type=int,
+        default=42,
+        help="the seed the bring-up's hall draws its faults from (default 42; other seeds show how much of the "
+        "figure is where the faults fell)",
+    )
+    parser.add_argument(
         "--parts",
         default=",".join(PARTS),
         help=f"comma-separated parts to run (default all: {','.join(PARTS)})",
@@ -403,12 +410,13 @@ def _bringup(args: argparse.Namespace, out, progress) -> dict:
     """The bring-up part (bench/bringup.py): its figures, printed and returned for results.json."""
     from bench.bringup import GOALS, bringup_figures, bringup_measure
 
-    run, wrong = bringup_measure(scale=args.scale, progress=progress)
-    figures = bringup_figures(run, wrong)
+    run, wrong = bringup_measure(scale=args.scale, progress=progress, seed=args.bringup_seed)
+    figures = bringup_figures(run, wrong) | {"bringup_seed": args.bringup_seed}
     ratio = figures["bringup_time_vs_lower_bound"]
     out.print()
     out.print(
-        f"[bold]Bring-up[/bold] of a simulated hall of {run.devices} devices, at most {run.max_under_test} under test "
+        f"[bold]Bring-up[/bold] of a simulated hall of {run.devices} devices (faults of seed {args.bringup_seed}), "
+        f"at most {run.max_under_test} under test "
         "(the autopilot and every service real, on PostgreSQL; agents and hardware simulated on a simulated clock)"
     )
     where = run.where
