@@ -21,11 +21,10 @@ collective (the cable and this device each in a rack with no other fault). A tec
 device 4 h after it entered `needs_repair` (when the blast radius has room for its re-burn-in); a
 repair removes its fault.
 
-**The lower bound** (`lower_bound`): the devices go through in waves of `max_under_test`, each wave
-taking the longest critical path of a device's requirements (its single-node requirements one after
-the other, then its rack's collective): `LB = ceil(N / max_under_test) × max over classes of (Σ
-single-node durations) + the longest collective`. No schedule within the blast radius accepts the
-hall sooner when every device needs every requirement once.
+**The lower bound** (`lower_bound`, its docstring has the formula): what no schedule within the
+blast radius can beat given the hall's faults — an oracle that knows which devices are faulty —
+under the product's rules: `LB = max(critical path, device-minutes / max_under_test)`, each rack's
+path and minutes counted with its faults' reruns, repair and re-burn-in.
 
 Figures: `bringup_time_vs_lower_bound` (simulated time until every device without a fault is
 accepted ÷ LB), `bringup_test_hours_vs_minimum` (device-hours in jobs ÷ one run of every requirement
@@ -541,7 +540,8 @@ def _where(
     return where
 
 
-def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[BringUp, WrongPolicy]:
+def bringup_measure(*, scale: float, progress: Callable[[str], None], seed: int = 42) -> tuple[BringUp, WrongPolicy]:
+    """The hall's bring-up (its faults drawn from `seed`) and the wrong-threshold hall's."""
     import time
 
     began = time.perf_counter()
@@ -549,7 +549,7 @@ def bringup_measure(*, scale: float, progress: Callable[[str], None]) -> tuple[B
     settings.CERTIFICATE_KEY_FILE = str(Path(tempfile.mkdtemp(prefix="bench-key-")) / "key.pem")
     signing_key_init()
     racks = max(4, round(RACKS * scale))
-    hall = _hall("bringup", racks=racks, domains=DOMAINS, seed=42)
+    hall = _hall("bringup", racks=racks, domains=DOMAINS, seed=seed)
     good = {d for d in hall.devices if d not in hall.faults.with_a_fault()}
     blocked = {d for d, rack in hall.rack_of.items() if rack == hall.faults.cable_rack}
     target = good - blocked  # a bad cable's rack cannot be accepted until the cable is fixed

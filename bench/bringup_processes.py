@@ -60,8 +60,8 @@ from fleet.lifecycle.models import DeviceStateChange
 from fleet.policies.models import ParameterProfile, ThresholdRule
 from fleet.repairs.services import repair_record
 from fleet_agent.executors.base import Target, TestRun
-from fleet_agent.executors.simulated import MULTINODE_TEST, SimulatedExecutor
-from fleet_rules.vocabulary import DeviceState, RepairRerun
+from fleet_agent.executors.simulated import MULTINODE_TEST, SCALE_OUT_MODES, SimulatedExecutor
+from fleet_rules.vocabulary import DeviceState, RepairRerun, TopologyUnit
 
 #: Seconds of wall time per simulated second: a 30 min dcgm-diag takes 7.5 s, the 4 h repair wait 60 s.
 TIME_SCALE = 1 / 240
@@ -143,7 +143,11 @@ def _faults(hall: Hall, executor: SimulatedExecutor) -> FaultSet:
         failing = tuple(
             n for n, (c, test, unit, _m) in REQUIREMENTS.items() if c == rc and unit is None and test in fault.tests
         )
-        collective = MULTINODE_TEST in fault.tests
+        # as the executor slows a collective: not one inside an NVLink domain for a degraded HCA
+        collective = MULTINODE_TEST in fault.tests and any(
+            c == rc and unit is not None and not (unit == TopologyUnit.NVLINK_DOMAIN and fault.mode in SCALE_OUT_MODES)
+            for c, _t, unit, _m in REQUIREMENTS.values()
+        )
         if not failing and not collective:
             continue  # a fault this policy does not test for
         if not fault.permanent:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import time
 from collections.abc import Iterator
@@ -163,6 +164,16 @@ def test_a_fault_names_the_tests_it_fails() -> None:
 
 
 @pytest.mark.parametrize("resource_class", [H200, GB200])
+def test_every_fault_the_simulation_models_fails_a_requirement_of_its_class_alone(resource_class: str) -> None:
+    """A fault that only a collective sees is found the long way (culprit isolation's rounds) or, when
+    no collective of the class crosses its fabric (an HCA inside an NVLink domain), never: the example
+    policies test every part the simulation can break on the device alone."""
+    single_node_tests = {req.test for req in REQUIREMENTS[resource_class] if not req.multi_node}
+
+    assert {mode for mode, tests in FAULT_MODES.items() if not tests & single_node_tests} == set()
+
+
+@pytest.mark.parametrize("resource_class", [H200, GB200])
 def test_healthy_devices_pass_every_requirement_of_their_resource_class(resource_class: str) -> None:
     executor = SimulatedExecutor(seed=21, slow_share=0.0)
     devices = healthy_devices(executor, 18)
@@ -227,6 +238,27 @@ def test_a_cohort_with_one_network_faulty_member_fails_its_collective(resource_c
     assert failed["passed"] is False
     assert failed["reason"].startswith("busbw_gbps")
     assert passed["passed"] is True
+
+
+@pytest.mark.parametrize(
+    ("mode", "slows"),
+    [
+        ("hca_degraded", {"rack": True, "nvlink-domain": False}),
+        ("nvlink_degraded", {"rack": True, "nvlink-domain": True}),
+    ],
+)
+def test_a_collective_is_slowed_by_the_faults_of_the_fabric_it_crosses(mode: str, slows: dict[str, bool]) -> None:
+    """A collective inside one NVLink domain runs over NVLink alone: a tray's degraded HCA (its
+    InfiniBand scale-out NIC) cannot slow it, a degraded NVLink can; a rack's crosses both."""
+    executor = SimulatedExecutor(seed=41, faulty_share=0.2, transient_share=0.0)
+    requirement = MULTI_NODE[GB200]
+    cohort = [target(device, GB200) for device in [*healthy_devices(executor, 3), device_with(executor, mode)]]
+
+    for unit, slowed in slows.items():
+        run = dataclasses.replace(run_of(requirement, *cohort, topology="t"), topology_unit=unit)
+        for attempt in (1, 2):
+            outcome = executor.run(run, attempt=attempt)
+            assert verdict(requirement, outcome)["passed"] is not slowed, (unit, attempt, outcome.metrics["busbw_gbps"])
 
 
 def test_a_non_network_fault_in_a_cohort_does_not_slow_the_collective() -> None:

@@ -183,3 +183,22 @@ def test_a_bus_id_that_is_not_one_names_no_gpu_in_the_step(reporter, setting):
 
     (step,) = RemedyStep.objects.filter(device=device)
     assert (step.step, step.gpus) == ("reset_gpu", [])
+
+
+def test_a_step_that_follows_a_failed_one_is_counted_as_asked(reporter, setting, django_capture_on_commit_callbacks):
+    """A reboot asked because the reset's job failed is counted under way, as one asked from a window is."""
+    from prometheus_client import REGISTRY
+
+    def counted(step: str, outcome: str) -> float:
+        return REGISTRY.get_sample_value("fleet_remedy_steps_total", {"step": step, "outcome": outcome}) or 0.0
+
+    device, _, _ = setting
+    seeing = _job(device)
+    reboots, resets_failed = counted("reboot", "under_way"), counted("reset_gpu", "failed")
+    with django_capture_on_commit_callbacks(execute=True):
+        _window(reporter, device, seeing, event(95, at=_at()))
+        job_finish(job_id=seeing.id, outcome=JobStatus.SUCCEEDED)
+        job_finish(job_id=_remediation_job(device).id, outcome=JobStatus.FAILED, reason="nvidia-smi exited 1")
+
+    assert counted("reset_gpu", "failed") == resets_failed + 1
+    assert counted("reboot", "under_way") == reboots + 1

@@ -184,7 +184,10 @@ def test_an_override_for_an_unknown_site_is_refused_before_writing(db):
     text = EXAMPLE.read_text().replace("site: lon-1}", "site: nowhere}")
     with pytest.raises(FleetFileError) as caught:
         apply_text(text)
-    assert [w for w, _ in caught.value.problems] == ["policies[0].requirements[5].thresholds[1].site"]
+    assert [w for w, _ in caught.value.problems] == [
+        "policies[0].requirements[5].thresholds[1].site",
+        "policies[1].requirements[5].thresholds[1].site",
+    ]
     assert Site.objects.count() == 0
 
 
@@ -284,6 +287,7 @@ def test_values_json_cannot_store_and_blank_statistics_are_located_problems(db):
         .replace(
             "{metric: bw_gbps, statistic: min, comparator: gte, threshold: 360}",
             "{metric: bw_gbps, statistic: '', comparator: gte, threshold: 360}",
+            1,
         )
     )
     with pytest.raises(FleetFileError) as caught:
@@ -304,7 +308,7 @@ def test_export_to_a_file_says_what_it_wrote_and_refuses_an_unwritable_path(db, 
     out = io.StringIO()
     call_command("export", "-o", str(target), stdout=out)
     assert out.getvalue().strip() == (
-        f"Wrote {target}: 1 site(s), 39 device(s), 3 policy(ies), 20 parameter profile(s)."
+        f"Wrote {target}: 1 site(s), 39 device(s), 3 policy(ies), 21 parameter profile(s)."
     )
     assert parse_text(target.read_text())  # what it wrote is a fleet file
     with pytest.raises(CommandError, match="cannot write"):

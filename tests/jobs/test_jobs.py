@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from fleet.burnin.models import TestExecution
 from fleet.jobs.models import Job, JobDevice
-from fleet.jobs.services import JobRefused, JobSpec, job_create, jobs_claim, jobs_create
+from fleet.jobs.services import JobRefused, JobSpec, job_create, jobs_claim, jobs_create, jobs_create_each
 from fleet_rules.vocabulary import JobReason
 
 CLAIM = "/api/v1/jobs/claim/"
@@ -128,6 +128,34 @@ def test_the_job_path_refuses_an_ineligible_device(yard):
     with pytest.raises(JobRefused, match="not eligible"):
         new_job(site, satellite, devices[0])
     assert Job.objects.count() == 0
+
+
+def test_creating_each_job_refuses_a_spec_alone_and_creates_the_others(yard):
+    site, satellite, devices, _ = yard
+    type(devices[1]).objects.filter(id=devices[1].id).update(state="in_service")
+    holder = new_job(site, satellite, devices[2])
+
+    def spec(device):
+        return JobSpec(site.id, satellite.id, "SingleNodeBurnInWorkflow", (device.id,), {})
+
+    asked = [devices[0], devices[1], devices[2], devices[0], devices[3]]
+    created = jobs_create_each(specs=[spec(d) for d in asked], requested_by="test")
+
+    refusals = [str(r) if isinstance(r, JobRefused) else None for r in created]
+    assert refusals == [
+        None,
+        "Device n01 is not eligible for burn-in (state in_service).",
+        f"Device(s) already held by an active job: job {holder.id} holds n02.",
+        "A device appears in more than one of the jobs to create.",
+        None,
+    ]
+    assert created[2].holding == {holder.id: ["n02"]}
+    made = {j.id for j in created if isinstance(j, Job)}
+    assert set(Job.objects.exclude(id=holder.id).values_list("id", flat=True)) == made
+    assert set(JobDevice.objects.filter(job_id__in=made).values_list("device_id", flat=True)) == {
+        devices[0].id,
+        devices[3].id,
+    }
 
 
 def test_claim_hands_out_queued_jobs_oldest_first_with_a_lease(bearer, yard):

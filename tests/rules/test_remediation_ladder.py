@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from fleet_rules.remediation_ladder import LadderPolicy, TakenStep, ladder_next
+from fleet_rules.remediation_ladder import LadderPolicy, TakenStep, device_ladder_next, ladder_next
 from fleet_rules.vocabulary import RemedyOutcome, XidResolution
 
 R = XidResolution
@@ -78,3 +78,16 @@ def test_the_allowance_is_configurable() -> None:
     assert ladder_next(
         asked=R.RESET_GPU, taken=[taken(R.RESET_GPU, 2), taken(R.RESET_GPU, 1)], now=NOW, policy=two_resets
     ).action is (R.REPAIR)
+
+
+def test_a_step_asked_of_a_device_no_burn_in_job_can_hold_goes_to_repair_saying_why() -> None:
+    def decided(state: str, asked: XidResolution = R.REBOOT, enrolled_at: datetime | None = NOW):
+        return device_ladder_next(asked=asked, taken=[], now=NOW, enrolled_at=enrolled_at, state=state)
+
+    accepted = decided("accepted")
+    assert (
+        accepted.action is R.REPAIR and accepted.reason == "reboot asked, but no burn-in job can hold a device accepted"
+    )
+    assert decided("burn_in").action is R.REBOOT and decided("burn_in", R.RESET_GPU).action is R.RESET_GPU
+    assert decided("burn_in", enrolled_at=None).action is R.REPAIR  # not enrolled: no job can hold it either
+    assert decided("accepted", R.RESTART_APP).action is R.RESTART_APP  # nothing the ladder takes: passes through

@@ -13,11 +13,15 @@ from typing import Any
 import pytest
 import yaml
 
-from fleet.burnin.models import FingerprintSnapshot, PolicyProgress, TestExecution
+from fleet.burnin.models import FingerprintSnapshot, PolicyProgress, RemedyStep, TestExecution
 from fleet.jobs.models import Job, JobDevice
-from tests.slurm.conftest import Slurm
+from fleet.lifecycle.models import DeviceStateChange
+from fleet_rules.vocabulary import JobReason
+from tests.slurm.conftest import FIXTURES, REPLAY, Slurm
+from tests.slurm.test_node_gate import _reset
 from tests.support.stack import Stack, running_stack, sat_a_devices
 
+NO_XID = "kernel_log_journalctl_short_iso_no_xid.log"
 SMI_FIELDS = "index,remapped_rows.pending,remapped_rows.failure,ecc.errors.uncorrected.volatile.sram,temperature.gpu"
 
 
@@ -151,6 +155,69 @@ def test_a_rack_collective_runs_as_one_step_across_every_node_of_the_rack(
     assert row.verdict == "passed"
     execution = TestExecution.objects.get(topology__label="rack-a01")
     assert execution.metrics["busbw_gbps"]["value"] == 406.76  # the all_reduce table, not the alltoall one
+
+
+def test_a_rack_collectives_member_windows_are_read_on_each_node_and_a_nodes_own_xid_takes_its_ladder(
+    slurm: Slurm, stack: Stack, tmp_path: Path
+) -> None:
+    """`member_health` on Slurm (docs/remediation.md, "Bursts"): after the collective's step, each member node's
+    kernel log is read by a one-task step on that node; the one node whose log has an Xid 79 and SXids 20034 (1 of
+    4: not the workload's) takes its own ladder when the collective's job ends: a reboot through `scontrol` (the
+    private cluster's nodes cannot restart: cancelled after), the burn-in after it errors (no command for it
+    here), the step fails and the ladder, exhausted, sends the device to repair. The other three are accepted."""
+    rack = sat_a_devices()[:4]
+    stack.agent("once")
+    stack.dispatch([d.id for d in rack])
+    stack.agent("once", FLEET_AGENT_FAULTY_SHARE="0")  # the single-node burn-in passes (simulated)
+    dispatched = stack.dispatch([d.id for d in rack])
+    assert [job["workflow_name"] for job in dispatched["created_jobs"]] == ["MultiNodeBurnInCollectiveWorkflow"]
+    logs = tmp_path / "kernel-logs"
+    logs.mkdir()
+    for device in rack:  # each node prints its own kernel log: only a01-n01's logged anything
+        fixture = "kernel_log_dmesg_xid79_sxid20034.log" if device.hostname == "a01-n01" else NO_XID
+        (logs / f"{device.hostname}.log").write_text((FIXTURES / fixture).read_text())
+    commands = {
+        "nccl-all-reduce-multinode": {
+            "template": slurm.replay("nccl_rccl_all_reduce_then_alltoall_named.txt"),
+            "parser": "nccl-all-reduce",
+        }
+    }
+    hardware = {"kernel_log": f"{REPLAY} {logs}/{{hostname}}.log 0 0"}
+    before = len(slurm.steps())
+
+    try:
+        stack.agent("once", "--config", agent_config(slurm, tmp_path, commands, hardware), **slurm.env)
+    finally:
+        slurm.command("scontrol", "cancel_reboot", "n1")
+        _reset(slurm)
+
+    execution = TestExecution.objects.get(topology__label="rack-a01")
+    assert execution.status == "completed" and execution.error == ""  # one node of four: not the workload's
+    # the collective's step across the rack, then one kernel-log step on each node, each a Slurm job of its own
+    steps = slurm.steps()[before:]
+    jobs = sorted({int(step.split(".")[0]) for step, _, _ in steps})
+    collective, *reads = jobs[:5]
+    assert sorted(rank for step, _, rank in steps if int(step.split(".")[0]) == collective) == ["0", "1", "2", "3"]
+    assert [(on, rank) for job in reads for step, on, rank in steps if int(step.split(".")[0]) == job] == [
+        ("n1", "0"),
+        ("n2", "0"),
+        ("n3", "0"),
+        ("n4", "0"),
+    ]
+    (step,) = RemedyStep.objects.all()
+    assert (step.device.hostname, step.step) == ("a01-n01", "reboot")
+    assert step.reason.startswith("Xid 79 (GPU has fallen off the bus) on GPU 0000:91:00: reboot asked")
+    assert step.job is not None and step.job.reason == JobReason.REMEDIATION
+    assert step.job.parameters["remedy"]["step"] == "reboot" and "rack-nccl" not in step.job.requirement_names
+    assert (step.outcome, step.result) == ("failed", "an execution errored")
+    moves = DeviceStateChange.objects.filter(device__in=rack)
+    assert sorted(moves.values_list("device__hostname", "to_state", "cause")) == [
+        ("a01-n01", "needs_repair", "fatal_xid"),
+        ("a01-n02", "accepted", "certificate_issued"),
+        ("a01-n03", "accepted", "certificate_issued"),
+        ("a01-n04", "accepted", "certificate_issued"),
+    ]
+    assert "the ladder is exhausted in 24 h: reboot at " in moves.get(device__hostname="a01-n01").reason
 
 
 def test_cancelling_the_fleet_job_scancels_the_slurm_job(slurm: Slurm, stack: Stack, tmp_path: Path) -> None:

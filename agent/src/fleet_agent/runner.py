@@ -420,6 +420,7 @@ class Agent:
                 parameters=dict(requirement.get("parameters", {})),
                 targets=targets,
                 topology_label=job["topology"]["label"] if multi else None,
+                topology_unit=job["topology"].get("unit") if multi else None,
                 execution_id=execution_id,
                 window_since=hardware.since,
                 health_before=hardware.before,

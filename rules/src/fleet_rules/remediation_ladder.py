@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from fleet_rules.eligibility import is_burn_in_eligible
 from fleet_rules.vocabulary import RemedyOutcome, XidResolution
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "LadderDecision",
     "LadderPolicy",
     "TakenStep",
+    "device_ladder_next",
     "ladder_next",
     "ladder_sentence",
 ]
@@ -117,3 +119,21 @@ def ladder_next(
     hours = f"{policy.window.total_seconds() / 3600:g} h"
     said = f"the ladder is exhausted in {hours}"
     return LadderDecision(R.REPAIR, f"{said}: {ladder_sentence(recent)}" if recent else said, recent)
+
+
+def device_ladder_next(
+    *,
+    asked: XidResolution,
+    taken: Sequence[TakenStep],
+    now: datetime,
+    enrolled_at: datetime | None,
+    state: str,
+    policy: LadderPolicy = DEFAULT_POLICY,
+) -> LadderDecision:
+    """`ladder_next` for a device as it is: a step asked of a device no burn-in job can hold (an accepted one)
+    cannot be taken, and it goes to repair instead, saying why (the lifecycle's table says whether it may move)."""
+    decision = ladder_next(asked=asked, taken=taken, now=now, policy=policy)
+    if decision.action in LADDER_STEPS and not is_burn_in_eligible(enrolled_at=enrolled_at, state=state):
+        said = f"{STEP_NAMES[decision.action]} asked, but no burn-in job can hold a device {state}"
+        return LadderDecision(R.REPAIR, said, decision.ladder)
+    return decision

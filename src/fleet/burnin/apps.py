@@ -10,8 +10,8 @@ class BurninConfig(AppConfig):
     def ready(self) -> None:
         from fleet.burnin.certificates.acceptance import GATE
         from fleet.burnin.executions import executions_abandon
-        from fleet.burnin.health import remedies_dispatch
         from fleet.burnin.metrics import projection_gauges
+        from fleet.burnin.remedies import remedies_dispatch
         from fleet.burnin.repair_due import requirements_passed
         from fleet.core.metrics import register_scrape_collector
         from fleet.jobs.services import on_jobs_ended

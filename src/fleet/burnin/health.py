@@ -8,44 +8,39 @@ windows of the last 24 h and the ladder steps it took (`RemedyStep`) are read; t
 what the device does next:
 
 * a GPU reset or a reboot: a `RemedyStep` is recorded, and when the job that saw the events ends (`on_jobs_ended`)
-  a `remediation` job is created through the job path: the agent takes the step, then runs the job's burn-in
-  again; that burn-in's report judges the step (cured or persisted) and asks the ladder again;
+  a `remediation` job is created through the job path (`fleet.burnin.remedies`): the agent takes the step, then
+  runs the job's burn-in again; that burn-in's report judges the step (cured or persisted) and asks the ladder
+  again;
 * `repair` (the catalogue says a person must act, or the ladder is exhausted): the lifecycle service moves the
   device behind the circuit breaker of its site × resource class (`guarded_repair_moves_apply`), cause
   `fatal_xid`, the reason naming the events and the ladder taken. A device in service is never pulled.
+
+A collective's members are judged together in the same statements as one device
+(`tests/burnin/test_remedy_statements.py` holds them equal at 3 and 12 members logging Xids).
 """
 
 from __future__ import annotations
 
 import logging
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 from uuid import UUID
 
-from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from fleet.burnin import metrics
 from fleet.burnin.models import RemedyStep, TestExecution
+from fleet.burnin.remedies import ladder_policy, steps_ask, taken_by_device
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job
-from fleet.jobs.services import JobRefused, JobSpec, jobs_create
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
 from fleet.lifecycle.services import AutomaticMove
-from fleet_rules.eligibility import is_burn_in_eligible
 from fleet_rules.health_evidence import XidEvent, fatal_events, is_pci_bus_id, xid_events
-from fleet_rules.remediation_ladder import STEP_NAMES, LadderDecision, LadderPolicy, TakenStep, ladder_next
-from fleet_rules.vocabulary import (
-    DeviceState,
-    JobReason,
-    Mover,
-    RemedyOutcome,
-    TransitionCause,
-    WorkflowName,
-    XidResolution,
-)
+from fleet_rules.remediation_ladder import LadderDecision, device_ladder_next
+from fleet_rules.vocabulary import DeviceState, RemedyOutcome, TransitionCause, XidResolution
 from fleet_rules.xid_correlation import JobBurst, XidJudgement, job_burst, xid_judge
 
 logger = logging.getLogger("fleet.burnin")
@@ -57,15 +52,6 @@ def fatal_xid_count(health: Mapping[str, Any] | None) -> int:
     return len(fatal_events(health))
 
 
-def ladder_policy() -> LadderPolicy:
-    """The ladder's allowance from the settings (`FLEET_REMEDY_RESETS`, `_REBOOTS`, `_WINDOW_HOURS`)."""
-    fleet = settings.FLEET
-    return LadderPolicy(
-        {R.RESET_GPU: int(fleet["REMEDY_RESETS"]), R.REBOOT: int(fleet["REMEDY_REBOOTS"])},
-        timedelta(hours=int(fleet["REMEDY_WINDOW_HOURS"])),
-    )
-
-
 def _event_refs(event: XidEvent) -> dict[str, Any]:
     return {
         "kind": event.kind.value,
@@ -73,10 +59,6 @@ def _event_refs(event: XidEvent) -> dict[str, Any]:
         "pci_bus_id": event.pci_bus_id,
         "at": event.at.isoformat().replace("+00:00", "Z") if event.at else None,
     }
-
-
-def _taken(rows: Sequence[RemedyStep]) -> list[TakenStep]:
-    return [TakenStep(R(r.step), r.created_at, RemedyOutcome(r.outcome)) for r in rows]
 
 
 def repair_move(
@@ -119,74 +101,99 @@ def fatal_xids_judge(execution: TestExecution) -> Guarded:
     if not window and judged is None:
         return NOTHING
     assert execution.device is not None
-    return _device_ladder(execution, execution.device, window, judged)
+    return _ladders_take(execution, [_Window(execution.device, window, judged)])
 
 
 def collective_xids_judge(
     execution: TestExecution, devices: Sequence[Device], windows: Mapping[UUID, Sequence[XidEvent]], burst: JobBurst
 ) -> None:
     """Each member's window of a multi-node execution that logged something of its own (not the workload's burst,
-    `collective_burst`) takes the ladder as a single-node window does; a member whose events are all the
-    workload's costs no statement."""
+    `collective_burst`) takes the ladder as a single-node window does, all in the same statements; a member whose
+    events are all the workload's is not read."""
+    taking: list[_Window] = []
     for device in devices:
         window = windows.get(device.id) or []
         if any(not e.workload for e in xid_judge(window=window, job=burst).events):
-            _device_ladder(execution, device, window, None, burst)
+            taking.append(_Window(device, window, None, burst))
+    _ladders_take(execution, taking)
 
 
-def _device_ladder(
-    execution: TestExecution,
-    device: Device,
-    window: Sequence[XidEvent],
-    judged: RemedyStep | None,
-    burst: JobBurst | None = None,
-) -> Guarded:
-    """Judge one device's window (with its history and, for a collective, the job's burst), then take the ladder."""
+@dataclass(frozen=True, slots=True)
+class _Window:
+    """One device's window to judge: its events, the step it judges (a remediation job's burn-in), and the
+    job's burst (a collective's member)."""
+
+    device: Device
+    events: Sequence[XidEvent]
+    judged: RemedyStep | None
+    burst: JobBurst | None = None
+
+
+def _ladders_take(execution: TestExecution, windows: Sequence[_Window]) -> Guarded:
+    """Judge the devices' windows of one execution (each with its history and, for a collective, the job's burst),
+    then take each one's ladder. Load, decide, write: every device's earlier windows and steps are read in two
+    statements, the steps asked and their jobs written together and the moves to repair applied together."""
+    if not windows:
+        return NOTHING
     now = timezone.now()
     policy = ladder_policy()
     since = now - policy.window
-    history = [
-        xid_events(health)
-        for health in TestExecution.objects.filter(device_id=device.id, health__isnull=False, created_at__gte=since)
-        .exclude(id=execution.id)
-        .values_list("health", flat=True)
-    ]
+    ids = [w.device.id for w in windows]
+    histories: dict[UUID, list[list[XidEvent]]] = defaultdict(list)
+    earlier = TestExecution.objects.filter(device_id__in=ids, health__isnull=False, created_at__gte=since)
+    for device_id, health in earlier.exclude(id=execution.id).values_list("device_id", "health"):
+        histories[device_id].append(xid_events(health))
     # the history is windowed by when the service stored it, not by the machine's clock (its events' `at`)
-    judgement = xid_judge(window=window, history=history, job=burst)
-    if judged is not None:
-        persisted = judgement.step in (R.RESET_GPU, R.REBOOT, R.REPAIR)
-        judged.outcome = RemedyOutcome.PERSISTED if persisted else RemedyOutcome.CURED
-        judged.result = judgement.reason if persisted else "the burn-in after it logged nothing that asks for a step"
-        judged.judged_by = execution
-        judged.finished_at = now
-        judged.save(update_fields=["outcome", "result", "judged_by", "finished_at"])
-        metrics.remedy_step_counted(judged.step, judged.outcome)
-    taken = _taken(list(RemedyStep.objects.filter(device_id=device.id, created_at__gte=since)))
-    decision = ladder_next(asked=judgement.step, taken=taken, now=now, policy=policy)
-    if decision.action in (R.RESET_GPU, R.REBOOT) and not is_burn_in_eligible(
-        enrolled_at=device.enrolled_at, state=device.state
-    ):
-        # an accepted device: no job can take a step on it; the lifecycle's table says whether it may move
-        said = f"{STEP_NAMES[decision.action]} asked, but no burn-in job can hold a device {device.state}"
-        decision = LadderDecision(R.REPAIR, said, decision.ladder)
-    if decision.action in (R.RESET_GPU, R.REBOOT):
-        deciding = judgement.deciding
-        step = RemedyStep.objects.create(
-            device_id=device.id,
-            step=decision.action,
-            reason=judgement.reason,
-            # only a PCI bus id names a GPU to a step's command (the event's text is the machine's)
-            gpus=[deciding.event.pci_bus_id] if deciding and is_pci_bus_id(deciding.event.pci_bus_id) else [],
-            asked_by=execution,
-            created_at=now,
+    judgements = [xid_judge(window=w.events, history=histories[w.device.id], job=w.burst) for w in windows]
+    judged = [_judged(w.judged, j, execution, now) for w, j in zip(windows, judgements, strict=True) if w.judged]
+    if judged:
+        RemedyStep.objects.bulk_update(judged, ["outcome", "result", "judged_by", "finished_at"])
+    taken = taken_by_device(ids, since)
+    asked: list[RemedyStep] = []
+    moves: list[AutomaticMove] = []
+    for window, judgement in zip(windows, judgements, strict=True):
+        device = window.device
+        decision = device_ladder_next(
+            asked=judgement.step,
+            taken=taken[device.id],
+            now=now,
+            enrolled_at=device.enrolled_at,
+            state=device.state,
+            policy=policy,
         )
-        metrics.remedy_step_counted(decision.action, RemedyOutcome.UNDER_WAY)
-        # the job that saw the events still holds the device: the step's job comes when it ends (remedies_dispatch)
+        if decision.action in (R.RESET_GPU, R.REBOOT):
+            deciding = judgement.deciding
+            asked.append(
+                RemedyStep(
+                    device_id=device.id,
+                    step=decision.action,
+                    reason=judgement.reason,
+                    # only a PCI bus id names a GPU to a step's command (the event's text is the machine's)
+                    gpus=[deciding.event.pci_bus_id] if deciding and is_pci_bus_id(deciding.event.pci_bus_id) else [],
+                    asked_by=execution,
+                    created_at=now,
+                )
+            )
+            metrics.remedy_step_counted(decision.action, RemedyOutcome.UNDER_WAY)
+        elif (move := repair_move(execution, judgement, decision, device.id)) is not None:
+            moves.append(move)
+    if asked:
+        RemedyStep.objects.bulk_create(asked)
+        # the job that saw the events still holds the devices: the steps' jobs come when it ends (remedies_dispatch)
         if execution.job_id is None or not Job.objects.filter(id=execution.job_id, finished_at__isnull=True).exists():
-            _step_ask(step)
-        return NOTHING
-    move = repair_move(execution, judgement, decision, device.id)
-    return guarded_repair_moves_apply([move] if move is not None else [])
+            steps_ask(asked)
+    return guarded_repair_moves_apply(moves)
+
+
+def _judged(step: RemedyStep, judgement: XidJudgement, execution: TestExecution, now: datetime) -> RemedyStep:
+    """The step a remediation job's burn-in judges: cured, or persisted when the window still asks for one."""
+    persisted = judgement.step in (R.RESET_GPU, R.REBOOT, R.REPAIR)
+    step.outcome = RemedyOutcome.PERSISTED if persisted else RemedyOutcome.CURED
+    step.result = judgement.reason if persisted else "the burn-in after it logged nothing that asks for a step"
+    step.judged_by = execution
+    step.finished_at = now
+    metrics.remedy_step_counted(step.step, step.outcome)
+    return step
 
 
 def collective_burst(members: Mapping[UUID, Sequence[XidEvent]], devices: int) -> tuple[JobBurst, str]:
@@ -195,102 +202,3 @@ def collective_burst(members: Mapping[UUID, Sequence[XidEvent]], devices: int) -
     burst = job_burst(members.values(), devices)
     said = [xid_judge(window=window, job=burst).workload_reason for window in members.values()]
     return burst, max(said, key=len, default="")
-
-
-def remedies_dispatch(job_ids: Sequence[UUID], why: str) -> None:
-    """Subscribed to job ends: the steps the ended jobs' reports asked for get their `remediation` job, and a
-    remediation job that ended with its step still under way (the step failed, or no burn-in reported after it)
-    fails it and asks the ladder again. One statement when nothing waits."""
-    if not job_ids:
-        return
-    waiting = RemedyStep.objects.filter(
-        Q(asked_by__job_id__in=job_ids, job__isnull=True) | Q(job_id__in=job_ids), outcome=RemedyOutcome.UNDER_WAY
-    ).select_related("asked_by__job", "job")
-    for step in waiting:
-        if step.job_id is not None:
-            _step_failed(step, why)
-        else:
-            _step_ask(step)
-
-
-def _step_ask(step: RemedyStep) -> None:
-    """Give the step its `remediation` job: the burn-in of the job that saw the events (or, for a report without
-    a job, the requirement that saw them) again, with the step first (`parameters.remedy`)."""
-    seen = step.asked_by
-    if seen is None:
-        _step_end(step, RemedyOutcome.FAILED, "the execution that asked for it is gone")
-        return
-    device = step.device
-    job = seen.job
-    parameters: dict[str, Any]
-    if seen.topology_id is not None:
-        # a collective's member: the collective cannot run on one node; the device's single-node burn-in runs
-        # again, each requirement with the parameters it last ran with
-        last = (
-            TestExecution.objects.filter(device_id=device.id, diagnostic=False, requirement__retired_at__isnull=True)
-            .order_by("requirement_id", "-created_at")
-            .distinct("requirement_id")
-            .select_related("requirement")
-        )
-        requirements = [{"name": e.requirement.name, "test": e.test, "parameters": e.parameters} for e in last]
-        if not requirements:
-            _step_end(step, RemedyOutcome.FAILED, "the device has no single-node burn-in to run again")
-            return
-        parameters = {"resource_class": device.resource_class, "requirements": requirements}
-        satellite_id = device.satellite_id
-    elif job is not None:
-        parameters = {k: v for k, v in job.parameters.items() if k != "remedy"}
-        satellite_id = job.satellite_id
-    else:
-        requirement = {"name": seen.requirement.name, "test": seen.test, "parameters": seen.parameters}
-        parameters = {"resource_class": device.resource_class, "requirements": [requirement]}
-        satellite_id = device.satellite_id
-    parameters["remedy"] = {"id": str(step.id), "step": step.step, "gpus": step.gpus, "reason": step.reason}
-    spec = JobSpec(device.site_id, satellite_id, WorkflowName.SINGLE_NODE, (step.device_id,), parameters)
-    try:
-        (created,) = jobs_create(specs=[spec], requested_by=Mover.SYSTEM.value, reason=JobReason.REMEDIATION)
-    except JobRefused as exc:
-        _step_end(step, RemedyOutcome.FAILED, str(exc))
-        return
-    step.job = created
-    step.save(update_fields=["job"])
-
-
-def _step_end(step: RemedyStep, outcome: RemedyOutcome, result: str) -> None:
-    step.outcome, step.result, step.finished_at = outcome, result, timezone.now()
-    step.save(update_fields=["outcome", "result", "finished_at"])
-    metrics.remedy_step_counted(step.step, step.outcome)
-
-
-def _step_failed(step: RemedyStep, why: str) -> None:
-    """The remediation job ended and no burn-in judged its step: it failed; the ladder goes on from it."""
-    now = timezone.now()
-    _step_end(step, RemedyOutcome.FAILED, (step.job.failure_reason if step.job is not None else "") or why)
-    if step.asked_by is None:
-        return
-    policy = ladder_policy()
-    taken = _taken(list(RemedyStep.objects.filter(device_id=step.device_id, created_at__gte=now - policy.window)))
-    decision = ladder_next(asked=R(step.step), taken=taken, now=now, policy=policy)
-    if decision.action in (R.RESET_GPU, R.REBOOT):
-        following = RemedyStep.objects.create(
-            device_id=step.device_id,
-            step=decision.action,
-            reason=step.reason,
-            gpus=step.gpus,
-            asked_by=step.asked_by,
-            created_at=now,
-        )
-        _step_ask(following)
-    elif decision.action is R.REPAIR:
-        move = AutomaticMove(
-            step.device_id,
-            DeviceState.NEEDS_REPAIR,
-            TransitionCause.FATAL_XID,
-            f"{step.reason} during its burn-in" + (f"; {decision.reason}" if decision.reason else ""),
-            {
-                "execution": str(step.asked_by_id),
-                "ladder": [t.as_json() for t in decision.ladder],
-                "ladder_exhausted": decision.exhausted,
-            },
-        )
-        guarded_repair_moves_apply([move])

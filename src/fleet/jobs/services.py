@@ -72,26 +72,60 @@ class _CheckedDevice(NamedTuple):
     enrolled_at: datetime | None
 
 
+def _refusal(spec: JobSpec, devices: dict[UUID, _CheckedDevice]) -> JobRefused | None:
+    """Why the spec's job cannot be created from what its devices are (site, eligibility); None: it can."""
+    for device_id in spec.device_ids:
+        device = devices.get(device_id)
+        if device is None or device.site_id != spec.site_id:
+            return JobRefused(f"Device {device_id} is not at the job's site.")
+        if not is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state):
+            return JobRefused(f"Device {device.hostname} is not eligible for burn-in (state {device.state}).")
+    return None
+
+
+def _holding(device_ids: Iterable[UUID]) -> dict[UUID, tuple[UUID, str]]:
+    """The active job holding each of the devices that one holds, with the device's hostname (one statement)."""
+    held = JobDevice.objects.filter(active=True, device_id__among=device_ids)
+    rows = held.values_list("device_id", "job_id", "device__hostname")
+    return {device_id: (job_id, hostname) for device_id, job_id, hostname in rows}
+
+
+def _held_refusal(holders: Iterable[tuple[UUID, str]], asked: tuple[UUID, ...]) -> JobRefused | None:
+    holding: dict[UUID, list[str]] = {}
+    for job_id, hostname in holders:
+        holding.setdefault(job_id, []).append(hostname)
+    if not holding:
+        return None
+    named = "; ".join(
+        f"job {job_id} holds {', '.join(sorted(h))}" for job_id, h in sorted(holding.items(), key=lambda i: str(i[0]))
+    )
+    return JobRefused(f"Device(s) already held by an active job: {named}.", holding=holding, held_devices=asked)
+
+
 def _check_devices(specs: Sequence[JobSpec], devices: dict[UUID, _CheckedDevice]) -> None:
     for spec in specs:
-        for device_id in spec.device_ids:
-            device = devices.get(device_id)
-            if device is None or device.site_id != spec.site_id:
-                raise JobRefused(f"Device {device_id} is not at the job's site.")
-            if not is_burn_in_eligible(enrolled_at=device.enrolled_at, state=device.state):
-                raise JobRefused(f"Device {device.hostname} is not eligible for burn-in (state {device.state}).")
-    held = JobDevice.objects.filter(active=True, device_id__among=devices).values_list("job_id", "device__hostname")
-    holding: dict[UUID, list[str]] = {}
-    for job_id, hostname in held:
-        holding.setdefault(job_id, []).append(hostname)
-    if holding:
-        named = "; ".join(
-            f"job {job_id} holds {', '.join(sorted(h))}"
-            for job_id, h in sorted(holding.items(), key=lambda item: str(item[0]))
+        if (refused := _refusal(spec, devices)) is not None:
+            raise refused
+    if (held := _held_refusal(_holding(devices).values(), tuple(devices))) is not None:
+        raise held
+
+
+def _refusals(specs: Sequence[JobSpec], devices: dict[UUID, _CheckedDevice]) -> list[JobRefused | None]:
+    """Each spec's refusal alone (`jobs_create_each`): its devices' site and eligibility, a device an active job
+    holds, a device an earlier spec of the batch asked for."""
+    holding = _holding(devices)
+    asked: set[UUID] = set()
+    refusals: list[JobRefused | None] = []
+    for spec in specs:
+        refused = _refusal(spec, devices) or _held_refusal(
+            (holding[d] for d in spec.device_ids if d in holding), spec.device_ids
         )
-        raise JobRefused(
-            f"Device(s) already held by an active job: {named}.", holding=holding, held_devices=tuple(devices)
-        )
+        if refused is None and asked.intersection(spec.device_ids):
+            refused = JobRefused("A device appears in more than one of the jobs to create.")
+        if refused is None:
+            asked.update(spec.device_ids)
+        refusals.append(refused)
+    return refusals
 
 
 #: The jobs and their device leases in one statement, from one JSON document (`recordset`):
@@ -146,48 +180,78 @@ def _job_rows(jobs: Sequence[Job], specs: Sequence[JobSpec]) -> str:
 def jobs_create(
     *, specs: Sequence[JobSpec], requested_by: str, reason: JobReason = JobReason.DISPATCH, locked: bool = False
 ) -> list[Job]:
-    """Create several jobs in a constant number of queries. Callers that already hold the
-    device locks (dispatch, which planned under them) pass `locked=True`."""
+    """Create several jobs in a constant number of queries, or none (`JobRefused` names why). Callers
+    that already hold the device locks (dispatch, which planned under them) pass `locked=True`."""
     if not specs:
         return []
     with transaction.atomic():
-        device_ids = {d for spec in specs for d in spec.device_ids}
-        if len(device_ids) != sum(len(spec.device_ids) for spec in specs):
+        if len({d for spec in specs for d in spec.device_ids}) != sum(len(spec.device_ids) for spec in specs):
             raise JobRefused("A device appears in more than one of the jobs to create.")
-        named = Device.objects.filter(id__among=device_ids)
-        checked = (
-            list(map(_CheckedDevice._make, named.values_list(*_CheckedDevice._fields)))
-            if locked
-            else lock_keys_in_pk_order(named, row=_CheckedDevice)
-        )
-        devices = {device.id: device for device in checked}
-        if not locked:
-            jobs_expire_leases_holding(device_ids=device_ids, now=timezone.now())
+        devices = _devices_checked(specs, locked=locked)
         _check_devices(specs, devices)
-        now = timezone.now()
-        jobs = [
-            Job(
-                site_id=spec.site_id,
-                satellite_id=spec.satellite_id,
-                workflow_name=spec.workflow_name,
-                topology_id=spec.topology_id,
-                parameters=spec.parameters,
-                requested_by=requested_by,
-                reason=reason,
-                created_at=now,
-                updated_at=now,
-            )
-            for spec in specs
-        ]
-        try:
-            with transaction.atomic(), connection.cursor() as cursor:
-                INSERT_JOBS.run(cursor, {"jobs": _job_rows(jobs, specs)})
-        except IntegrityError as exc:
-            if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) != ONE_ACTIVE_JOB_PER_DEVICE:
-                raise
-            raise JobRefused("A device was taken by another active job at the same moment.") from exc
-        for job in jobs:
-            job._state.adding, job._state.db = False, connection.alias
+        return _jobs_insert(specs, requested_by, reason)
+
+
+def jobs_create_each(
+    *, specs: Sequence[JobSpec], requested_by: str, reason: JobReason = JobReason.DISPATCH
+) -> list[Job | JobRefused]:
+    """Create each of the jobs that can be, in a constant number of queries: for each spec its job, or the
+    `JobRefused` that keeps it (and it alone) from being created, in the specs' order. A device another
+    transaction took between the check and the insert (impossible under the locks this takes) still refuses
+    the whole batch."""
+    if not specs:
+        return []
+    with transaction.atomic():
+        devices = _devices_checked(specs, locked=False)
+        refusals = _refusals(specs, devices)
+        created = iter(
+            _jobs_insert([s for s, r in zip(specs, refusals, strict=True) if r is None], requested_by, reason)
+        )
+        return [refused if refused is not None else next(created) for refused in refusals]
+
+
+def _devices_checked(specs: Sequence[JobSpec], *, locked: bool) -> dict[UUID, _CheckedDevice]:
+    """The specs' devices, locked in primary-key order unless the caller holds them, after the jobs holding them
+    whose lease ran out have ended."""
+    device_ids = {d for spec in specs for d in spec.device_ids}
+    named = Device.objects.filter(id__among=device_ids)
+    checked = (
+        list(map(_CheckedDevice._make, named.values_list(*_CheckedDevice._fields)))
+        if locked
+        else lock_keys_in_pk_order(named, row=_CheckedDevice)
+    )
+    if not locked:
+        jobs_expire_leases_holding(device_ids=device_ids, now=timezone.now())
+    return {device.id: device for device in checked}
+
+
+def _jobs_insert(specs: Sequence[JobSpec], requested_by: str, reason: JobReason) -> list[Job]:
+    if not specs:
+        return []
+    now = timezone.now()
+    jobs = [
+        Job(
+            site_id=spec.site_id,
+            satellite_id=spec.satellite_id,
+            workflow_name=spec.workflow_name,
+            topology_id=spec.topology_id,
+            parameters=spec.parameters,
+            requested_by=requested_by,
+            reason=reason,
+            created_at=now,
+            updated_at=now,
+        )
+        for spec in specs
+    ]
+    try:
+        with transaction.atomic(), connection.cursor() as cursor:
+            INSERT_JOBS.run(cursor, {"jobs": _job_rows(jobs, specs)})
+    except IntegrityError as exc:
+        if getattr(getattr(exc.__cause__, "diag", None), "constraint_name", None) != ONE_ACTIVE_JOB_PER_DEVICE:
+            raise
+        raise JobRefused("A device was taken by another active job at the same moment.") from exc
+    for job in jobs:
+        job._state.adding, job._state.db = False, connection.alias
     return jobs
 
 

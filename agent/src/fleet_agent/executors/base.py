@@ -63,6 +63,8 @@ class TestRun:
     parameters: dict[str, Any]
     targets: tuple[Target, ...]
     topology_label: str | None = None
+    #: A collective's topology unit (`rack`, `nvlink-domain`): which fabric it crosses.
+    topology_unit: str | None = None
     #: The execution this run reports as; executors that hand work to another system (Slurm) key what they
     #: remember across an agent restart by it.
     execution_id: str | None = None

@@ -13,9 +13,9 @@ agree:
 - which runs error out (`errored_share`) and which take five times their nominal duration (`slow_share`).
 
 Healthy values sit comfortably inside the example acceptance thresholds (examples/fleet.yaml) and fault
-values clearly outside them. A multi-node collective is degraded when any member has a network or NVLink
-fault active on that attempt, as one bad link slows a whole ring; `fabric_faults` names devices whose
-fabric fault fails every collective that includes them (culprit isolation's test case).
+values clearly outside them. A multi-node collective is degraded when any member has a fault active on that
+attempt on a fabric it crosses, as one bad link slows a whole ring (`SCALE_OUT_MODES`); `fabric_faults` names
+devices whose fabric fault fails every collective that includes them (culprit isolation's test case).
 
 The simulated hardware can be repaired: `repairs_file` is the technician's log, a JSON list of the
 hostnames (or device ids) whose faulty part was swapped; a repaired device has no fault, fabric fault
@@ -53,8 +53,9 @@ from fleet_agent.executors.simulated_amd import (
 )
 from fleet_agent.executors.simulated_hardware import HealthFault, SimulatedHardware
 from fleet_agent.parsers.nvbandwidth import metric_for_testcase
+from fleet_rules.vocabulary import TopologyUnit
 
-__all__ = ["FAULT_MODES", "MODELLED_TESTS", "RESOURCE_CLASSES", "Fault", "SimulatedExecutor"]
+__all__ = ["FAULT_MODES", "MODELLED_TESTS", "RESOURCE_CLASSES", "SCALE_OUT_MODES", "Fault", "SimulatedExecutor"]
 
 MULTINODE_TEST = "nccl-all-reduce-multinode"
 #: The collectives across a topology, of either vendor.
@@ -69,6 +70,9 @@ FAULT_MODES: Mapping[str, frozenset[str]] = {
     "hca_degraded": frozenset({"ib-write-bw", MULTINODE_TEST}),
 }
 _MODE_ORDER = tuple(FAULT_MODES)
+#: Faults off an NVLink domain's fabric: a collective inside one (`topology_unit`) runs over NVLink alone, so a
+#: degraded HCA (the InfiniBand scale-out NIC) cannot slow it; a rack's crosses InfiniBand between its nodes.
+SCALE_OUT_MODES = frozenset({"hca_degraded"})
 _AMD_MODE_ORDER = tuple(AMD_FAULT_MODES)
 
 MODELLED_TESTS: tuple[str, ...] = (
@@ -365,6 +369,7 @@ class SimulatedExecutor:
                     (fault := self.fault_of(target)) is not None
                     and MULTINODE_TEST in fault.tests
                     and fault.active(attempt)
+                    and not (run.topology_unit == TopologyUnit.NVLINK_DOMAIN and fault.mode in SCALE_OUT_MODES)
                 )
                 or self.fabric_fault_of(target)
             }
