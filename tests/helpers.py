@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -26,14 +27,15 @@ def test_database_url() -> str:
 
 def free_port() -> int:
     """A port nothing listens on: any (the kernel's choice), or one of `FLEET_TEST_PORTS`
-    ("first-last") on a machine where each user of it has its own range."""
+    ("first-last", drawn at random) on a machine where each user of it has its own range."""
     wanted = os.environ.get("FLEET_TEST_PORTS", "")
     if not wanted:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
     first, last = (int(p) for p in wanted.split("-"))
-    for port in range(first, last + 1):
+    # in random order: the suite's workers draw from the same range at once
+    for port in random.sample(range(first, last + 1), last - first + 1):
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
