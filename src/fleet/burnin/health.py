@@ -33,14 +33,14 @@ from django.utils import timezone
 
 from fleet.burnin import metrics
 from fleet.burnin.models import RemedyStep, TestExecution
-from fleet.burnin.remedies import ladder_policy, steps_ask, taken_by_device
+from fleet.burnin.remedies import ladder_policy, ladder_repair_move, steps_ask, taken_by_device
 from fleet.inventory.models import Device
 from fleet.jobs.models import Job
 from fleet.lifecycle.breakers import Guarded, guarded_repair_moves_apply
 from fleet.lifecycle.services import AutomaticMove
 from fleet_rules.health_evidence import XidEvent, fatal_events, is_pci_bus_id, xid_events
 from fleet_rules.remediation_ladder import LadderDecision, device_ladder_next
-from fleet_rules.vocabulary import DeviceState, RemedyOutcome, TransitionCause, XidResolution
+from fleet_rules.vocabulary import RemedyOutcome, XidResolution
 from fleet_rules.xid_correlation import JobBurst, XidJudgement, job_burst, xid_judge
 
 logger = logging.getLogger("fleet.burnin")
@@ -70,21 +70,13 @@ def repair_move(
     if decision.action is not R.REPAIR or device_id is None:
         return None
     deciding = judgement.deciding
-    reason = f"{judgement.reason} during its burn-in" + (f"; {decision.reason}" if decision.reason else "")
-    return AutomaticMove(
-        device_id,
-        DeviceState.NEEDS_REPAIR,
-        TransitionCause.FATAL_XID,
-        reason,
-        {
-            "execution": str(execution.id),
-            "requirement": execution.requirement.name,
-            **({"xid": _event_refs(deciding.event)} if deciding else {}),
-            "fatal_events": sum(1 for e in judgement.events if e.event.fatal),
-            "ladder": [step.as_json() for step in decision.ladder],
-            "ladder_exhausted": decision.exhausted,
-        },
-    )
+    refs = {
+        "execution": str(execution.id),
+        "requirement": execution.requirement.name,
+        **({"xid": _event_refs(deciding.event)} if deciding else {}),
+        "fatal_events": sum(1 for e in judgement.events if e.event.fatal),
+    }
+    return ladder_repair_move(device_id, judgement.reason, decision, refs)
 
 
 def fatal_xids_judge(execution: TestExecution) -> Guarded:

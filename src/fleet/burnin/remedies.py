@@ -26,7 +26,7 @@ from fleet.burnin.models import RemedyStep, TestExecution
 from fleet.jobs.services import JobRefused, JobSpec, jobs_create_each
 from fleet.lifecycle.breakers import guarded_repair_moves_apply
 from fleet.lifecycle.services import AutomaticMove
-from fleet_rules.remediation_ladder import LadderPolicy, TakenStep, ladder_next
+from fleet_rules.remediation_ladder import LadderDecision, LadderPolicy, TakenStep, ladder_next
 from fleet_rules.vocabulary import DeviceState, JobReason, Mover, RemedyOutcome, TransitionCause, WorkflowName
 from fleet_rules.vocabulary import XidResolution as R
 
@@ -40,6 +40,14 @@ def ladder_policy() -> LadderPolicy:
         {R.RESET_GPU: int(fleet["REMEDY_RESETS"]), R.REBOOT: int(fleet["REMEDY_REBOOTS"])},
         timedelta(hours=int(fleet["REMEDY_WINDOW_HOURS"])),
     )
+
+
+def ladder_repair_move(device_id: UUID, said: str, decision: LadderDecision, refs: dict[str, Any]) -> AutomaticMove:
+    """The move to repair a ladder decision calls for: what the events said and why the ladder ended, with the
+    ladder taken in its references (the device page and the evidence pack show them)."""
+    reason = f"{said} during its burn-in" + (f"; {decision.reason}" if decision.reason else "")
+    ladder = {"ladder": [step.as_json() for step in decision.ladder], "ladder_exhausted": decision.exhausted}
+    return AutomaticMove(device_id, DeviceState.NEEDS_REPAIR, TransitionCause.FATAL_XID, reason, refs | ladder)
 
 
 def taken_by_device(device_ids: Sequence[UUID], since: datetime) -> dict[UUID, list[TakenStep]]:
@@ -104,19 +112,8 @@ def _steps_failed(steps: Sequence[RemedyStep], why: str) -> tuple[list[RemedySte
                 )
             )
         elif decision.action is R.REPAIR:
-            moves.append(
-                AutomaticMove(
-                    step.device_id,
-                    DeviceState.NEEDS_REPAIR,
-                    TransitionCause.FATAL_XID,
-                    f"{step.reason} during its burn-in" + (f"; {decision.reason}" if decision.reason else ""),
-                    {
-                        "execution": str(step.asked_by_id),
-                        "ladder": [t.as_json() for t in decision.ladder],
-                        "ladder_exhausted": decision.exhausted,
-                    },
-                )
-            )
+            refs = {"execution": str(step.asked_by_id)}
+            moves.append(ladder_repair_move(step.device_id, step.reason, decision, refs))
     RemedyStep.objects.bulk_create(following)
     for asked in following:  # asked, as a step a window asks for is
         metrics.remedy_step_counted(asked.step, RemedyOutcome.UNDER_WAY)
