@@ -62,3 +62,17 @@ def inventory(gpus: int = 8, **fields) -> dict:
         "host": {"bios_version": "2.1.3", "system_serial": "SYS-0001"},
         "missing": [],
     } | fields
+
+
+def rack_collective(rack, members: dict, **overrides) -> dict:
+    """A finished `rack-nccl` execution report of `rack`, with each member's health window
+    (`members`: device → health evidence)."""
+    return {
+        "requirement": "rack-nccl",
+        "topology_id": str(rack.id),
+        "status": "completed",
+        "metrics": {"busbw_gbps": {"value": 370.0}},
+        "started_at": "2026-11-30T10:00:00Z",
+        "finished_at": "2026-11-30T10:30:00Z",
+        "member_health": [{"device_id": str(d.id), "health": h} for d, h in members.items()],
+    } | overrides

@@ -13,6 +13,7 @@ from django.test.utils import CaptureQueriesContext
 from fleet.burnin.models import RemedyStep, TestExecution
 from fleet.lifecycle.models import DeviceStateChange
 from tests.burnin.test_execution_health import HEALTH_RULES, RC, URL, event, health, report
+from tests.payloads import rack_collective
 
 pytestmark = pytest.mark.django_db
 
@@ -33,18 +34,6 @@ def _rack(fleet, satellite, size: int, label: str = "rack-a01"):
     return rack, devices
 
 
-def _collective(rack, members: dict, **overrides) -> dict:
-    return {
-        "requirement": "rack-nccl",
-        "topology_id": str(rack.id),
-        "status": "completed",
-        "metrics": {"busbw_gbps": {"value": 370.0}},
-        "started_at": "2026-11-30T10:00:00Z",
-        "finished_at": "2026-11-30T10:30:00Z",
-        "member_health": [{"device_id": str(d.id), "health": h} for d, h in members.items()],
-    } | overrides
-
-
 @pytest.fixture
 def reporter(bearer):
     return bearer(["test-execution:report"])
@@ -54,13 +43,13 @@ def test_a_code_on_most_of_the_racks_devices_is_the_workloads_no_device_moves(re
     rack, devices = _rack(fleet, satellite, 4)
     members = {d: health(event(13, message="Graphics Engine Exception")) for d in devices[:3]} | {devices[3]: health()}
     execution_id = uuid.uuid4()
-    response = reporter.put(URL.format(execution_id), _collective(rack, members), format="json")
+    response = reporter.put(URL.format(execution_id), rack_collective(rack, members), format="json")
     assert response.status_code == 201, response.content
 
     execution = TestExecution.objects.get(id=execution_id)
     assert (execution.status, execution.error) == ("errored", "the workload crashed on 3 devices (Xid 13)")
     assert not RemedyStep.objects.exists() and not DeviceStateChange.objects.exists()
-    replay = reporter.put(URL.format(execution_id), _collective(rack, members), format="json")
+    replay = reporter.put(URL.format(execution_id), rack_collective(rack, members), format="json")
     assert replay.status_code == 200 and replay.json()["updated_at"] == response.json()["updated_at"]
 
 
@@ -72,7 +61,7 @@ def test_fewer_devices_than_a_burst_take_each_devices_ladder(reporter, fleet, sa
         d: health() for d in devices[2:]
     }
     execution_id = uuid.uuid4()
-    response = reporter.put(URL.format(execution_id), _collective(rack, members), format="json")
+    response = reporter.put(URL.format(execution_id), rack_collective(rack, members), format="json")
     assert response.status_code == 201, response.content
 
     assert TestExecution.objects.get(id=execution_id).status == "completed"  # 2 of 4: not the workload's
@@ -90,7 +79,7 @@ def test_fewer_devices_than_a_burst_take_each_devices_ladder(reporter, fleet, sa
 def test_a_running_report_judges_nothing(reporter, fleet, satellite):
     rack, devices = _rack(fleet, satellite, 4)
     members = {d: health(event(13)) for d in devices}
-    body = _collective(rack, members, status="running", finished_at=None)
+    body = rack_collective(rack, members, status="running", finished_at=None)
     assert reporter.put(URL.format(uuid.uuid4()), body, format="json").status_code == 201
     assert TestExecution.objects.get().status == "running"
 
@@ -114,7 +103,7 @@ def test_a_running_report_judges_nothing(reporter, fleet, satellite):
 def test_bad_member_health_is_refused_by_name_and_writes_nothing(reporter, fleet, satellite, change, field):
     rack, devices = _rack(fleet, satellite, 4)
     _, others = _rack(fleet, satellite, 1, "rack-a02")
-    body = change(_collective(rack, {devices[0]: health(event(13))}), rack, devices, others[0])
+    body = change(rack_collective(rack, {devices[0]: health(event(13))}), rack, devices, others[0])
     response = reporter.put(URL.format(uuid.uuid4()), body, format="json")
     assert response.status_code == 400, response.content
     assert field in [e["field"] for e in response.json()["field_errors"]]
@@ -127,7 +116,7 @@ def test_a_burst_costs_the_same_statements_on_a_rack_of_4_and_of_16(reporter, fl
         rack, devices = _rack(fleet, satellite, size, label)
         members = {d: health(event(13)) for d in devices}
         with CaptureQueriesContext(connection) as queries:
-            response = reporter.put(URL.format(uuid.uuid4()), _collective(rack, members), format="json")
+            response = reporter.put(URL.format(uuid.uuid4()), rack_collective(rack, members), format="json")
         assert response.status_code == 201 and response.json()["status"] == "errored"
         counts.append(len(queries))
     assert counts[0] == counts[1], counts

@@ -19,6 +19,7 @@ from fleet.jobs.services import JobSpec, job_finish, jobs_create, jobs_end
 from fleet.lifecycle.models import DeviceStateChange
 from fleet_rules.vocabulary import DeviceState, JobReason, JobStatus, TransitionCause, WorkflowName
 from tests.burnin.test_execution_health import HEALTH_RULES, RC, URL, event, health
+from tests.payloads import rack_collective
 
 pytestmark = pytest.mark.django_db
 
@@ -53,16 +54,8 @@ def _rack(fleet, single, size: int) -> tuple:
 def _collective(rack, logging: list, quiet: list, job: Job | None = None) -> dict:
     """The rack's collective, finished: `logging` members each logged an Xid 95 of their own (fewer than half
     the rack: not the workload's burst)."""
-    members = [(d, health(event(95, at=timezone.now().isoformat()))) for d in logging] + [(d, health()) for d in quiet]
-    return {
-        "requirement": "rack-nccl",
-        "topology_id": str(rack.id),
-        "status": "completed",
-        "metrics": {"busbw_gbps": {"value": 370.0}},
-        "started_at": "2026-11-30T10:00:00Z",
-        "finished_at": "2026-11-30T10:30:00Z",
-        "member_health": [{"device_id": str(d.id), "health": h} for d, h in members],
-    } | ({"job_id": str(job.id)} if job is not None else {})
+    members = {d: health(event(95, at=timezone.now().isoformat())) for d in logging} | {d: health() for d in quiet}
+    return rack_collective(rack, members, **({"job_id": str(job.id)} if job is not None else {}))
 
 
 def _remediation_jobs(devices) -> list[Job]:
